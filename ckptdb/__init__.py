@@ -1,0 +1,79 @@
+"""ckptdb: a single-file, transactional checkpoint database.
+
+>>> import ckptdb
+>>> with ckptdb.open("agent.ckpt") as db:                       # doctest: +SKIP
+...     ack = db.commit("brain-1", {"state.json": b"{}"}, metadata={"turn": 1})
+...     db.current("brain-1").read("state.json")
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import errors
+from .blobs import Entry
+from .checkpoint import Checkpoint
+from .database import Database, open
+from .errors import (
+    BusyTimeoutError,
+    CheckpointNotFoundError,
+    CkptdbError,
+    CommitOutcomeUnknownError,
+    ConflictError,
+    CorruptionError,
+    DatabaseFileError,
+    EntryNotFoundError,
+    InvalidInputError,
+    NamespaceNotFoundError,
+    NotFoundError,
+    NoUsableCheckpointError,
+    SchemaError,
+)
+from .fallback import LoadResult
+from .models import (
+    CheckpointInfo,
+    CommitAck,
+    EntryInfo,
+    FallbackReceipt,
+    NamespaceInfo,
+    Pointer,
+    PointerMove,
+    Problem,
+    Receipt,
+    VerifyReport,
+)
+from .publish import UNSET
+
+__all__ = [
+    "UNSET",
+    "BusyTimeoutError",
+    "Checkpoint",
+    "CheckpointInfo",
+    "CheckpointNotFoundError",
+    "CkptdbError",
+    "CommitAck",
+    "CommitOutcomeUnknownError",
+    "ConflictError",
+    "CorruptionError",
+    "Database",
+    "DatabaseFileError",
+    "Entry",
+    "EntryInfo",
+    "EntryNotFoundError",
+    "FallbackReceipt",
+    "InvalidInputError",
+    "LoadResult",
+    "NamespaceInfo",
+    "NamespaceNotFoundError",
+    "NoUsableCheckpointError",
+    "NotFoundError",
+    "Pointer",
+    "PointerMove",
+    "Problem",
+    "Receipt",
+    "SchemaError",
+    "VerifyReport",
+    "__version__",
+    "errors",
+    "open",
+]

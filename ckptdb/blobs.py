@@ -1,0 +1,423 @@
+"""Blobs: turning caller values into hashed, content-addressed storage and back.
+
+Storage model (see ``migrations/0001_core.sql``): a blob no larger than the file's chunk size
+is stored inline in its ``blob`` row, inside the commit transaction. A larger blob (or a
+streamed one that does not fit the in-memory budget) is cut into fixed-size chunks that
+are *staged* before the commit, each in its own short transaction: chunk bytes go to
+``chunk_data`` (written once, never updated), a small ``chunk`` row carries digest, size
+and ``last_touched_ms``. A chunk that already exists is only touched. Memory stays bounded
+by a couple of chunks whatever the blob size.
+
+Reads verify everything they hand out: an inline blob against its digest before it is
+returned; a chunked blob's chunk list against ``chunk_list_digest`` before the first byte,
+every chunk against its own digest before its bytes are returned, and the whole blob
+against its digest at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from . import canonical, errors, validation
+from .connection import Connection
+
+DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
+MIN_CHUNK_SIZE = 64 * 1024
+MAX_CHUNK_SIZE = 256 * 1024 * 1024
+#: Streamed/path entries small enough to inline are read into memory only up to this many
+#: bytes per commit; beyond it they are staged as chunks so memory stays bounded.
+INLINE_BUDGET = 64 * 1024 * 1024
+
+
+class Entry:
+    """An entry value with optional attributes that become part of the manifest.
+
+    ``value`` is bytes, str (stored as UTF-8), a path (``os.PathLike``) or a binary file
+    object (streamed). ``media_type`` (e.g. ``application/json``) and ``schema`` (a schema
+    pin such as ``graph-snapshot/v3``) are recorded in the manifest and the checkpoint id.
+    """
+
+    __slots__ = ("media_type", "schema", "value")
+
+    def __init__(self, value: Any, *, media_type: str | None = None, schema: str | None = None):
+        self.value = value
+        self.media_type = validation.optional_label(
+            media_type, "media_type", validation.MAX_MEDIA_TYPE_CHARS
+        )
+        self.schema = validation.optional_label(schema, "schema", validation.MAX_SCHEMA_CHARS)
+
+    def __repr__(self) -> str:
+        kind = type(self.value).__name__
+        return f"Entry({kind}, media_type={self.media_type!r}, schema={self.schema!r})"
+
+
+@dataclass
+class PreparedBlob:
+    """A blob ready to be referenced by the commit transaction."""
+
+    digest: str
+    size: int
+    inline: bytes | None = None
+    chunk_ids: list[int] = field(default_factory=list)
+    chunk_digests: list[str] = field(default_factory=list)
+    bytes_staged: int = 0
+
+    @property
+    def chunk_list_digest(self) -> str | None:
+        """Digest over the ordered chunk digests (None for an inline blob)."""
+        return None if self.inline is not None else canonical.chunk_list_digest(self.chunk_digests)
+
+
+@dataclass
+class PreparedEntry:
+    """A validated entry name with its prepared blob."""
+
+    name: str
+    blob: PreparedBlob
+    media_type: str | None
+    schema: str | None
+
+    def record(self) -> canonical.EntryRecord:
+        """The entry as it takes part in the checkpoint identity."""
+        return canonical.EntryRecord(
+            self.name, self.blob.digest, self.blob.size, self.media_type, self.schema
+        )
+
+
+def _open_regular_file(path: os.PathLike[str] | str) -> IO[bytes]:
+    """Open a path for reading without following a symlink; refuse non-regular files."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise errors.InvalidEntryError(
+                f"{os.fspath(path)!r} is a symlink; ckptdb does not follow symlinks. Pass the "
+                "resolved path (Path.resolve()) if you mean its target."
+            ) from exc
+        raise errors.InvalidEntryError(f"cannot open {os.fspath(path)!r}: {exc}") from exc
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise errors.InvalidEntryError(
+            f"{os.fspath(path)!r} is not a regular file; entries are read from regular files"
+        )
+    return os.fdopen(fd, "rb")
+
+
+def _read_exact(source: IO[bytes], n: int) -> bytes:
+    """Read up to ``n`` bytes, looping over short reads (pipes, sockets)."""
+    first = source.read(n)
+    if first is None:
+        raise errors.InvalidEntryError("entry stream is non-blocking and returned no data")
+    if not isinstance(first, bytes | bytearray | memoryview):
+        raise errors.InvalidEntryError(
+            "entry stream returned str; open files in binary mode ('rb')"
+        )
+    if len(first) == n or not first:
+        return bytes(first)
+    parts = [bytes(first)]
+    got = len(first)
+    while got < n:
+        more = source.read(n - got)
+        if not more:
+            break
+        parts.append(bytes(more))
+        got += len(more)
+    return b"".join(parts)
+
+
+class BlobStore:
+    """SQL for blobs and chunks, on one connection."""
+
+    def __init__(self, conn: Connection, chunk_size: int) -> None:
+        self.conn = conn
+        self.chunk_size = chunk_size
+
+    # -- preparing (outside the commit transaction) ------------------------------------------
+
+    def prepare(self, value: Any, budget: list[int], now_ms: int) -> PreparedBlob:
+        """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
+        in-memory allowance of this commit for streamed values (mutated)."""
+        if isinstance(value, bytes | bytearray | memoryview):
+            data = bytes(value)
+            return self._prepare_bytes(data, now_ms)
+        if isinstance(value, str):
+            return self._prepare_bytes(value.encode("utf-8"), now_ms)
+        if isinstance(value, os.PathLike):
+            with _open_regular_file(value) as fh:
+                return self._prepare_stream(fh, budget, now_ms)
+        if hasattr(value, "read"):
+            return self._prepare_stream(value, budget, now_ms)
+        raise errors.InvalidEntryError(
+            f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
+            "file object or ckptdb.Entry(...)"
+        )
+
+    def _prepare_bytes(self, data: bytes, now_ms: int) -> PreparedBlob:
+        if len(data) <= self.chunk_size:
+            return PreparedBlob(hashlib.sha256(data).hexdigest(), len(data), inline=data)
+        return self._stage(io.BytesIO(data), b"", now_ms)
+
+    def _prepare_stream(self, source: IO[bytes], budget: list[int], now_ms: int) -> PreparedBlob:
+        first = _read_exact(source, self.chunk_size)
+        more = b"" if len(first) < self.chunk_size else _read_exact(source, self.chunk_size)
+        if not more and len(first) <= budget[0]:
+            budget[0] -= len(first)
+            return PreparedBlob(hashlib.sha256(first).hexdigest(), len(first), inline=first)
+        return self._stage(source, first + more, now_ms)
+
+    def _stage(self, source: IO[bytes], head: bytes, now_ms: int) -> PreparedBlob:
+        """Write a stream as chunks, one short transaction per chunk."""
+        whole = hashlib.sha256()
+        blob = PreparedBlob(digest="", size=0)
+        pending = head
+        while True:
+            while len(pending) < self.chunk_size:
+                more = _read_exact(source, self.chunk_size - len(pending))
+                if not more:
+                    break
+                pending += more
+            if not pending:
+                break
+            piece, pending = pending[: self.chunk_size], pending[self.chunk_size :]
+            whole.update(piece)
+            digest = hashlib.sha256(piece).hexdigest()
+            chunk_id, written = self.stage_chunk(digest, piece, now_ms)
+            blob.chunk_ids.append(chunk_id)
+            blob.chunk_digests.append(digest)
+            blob.size += len(piece)
+            blob.bytes_staged += written
+            del piece
+        blob.digest = whole.hexdigest()
+        if not blob.chunk_ids:
+            blob.inline = b""
+        return blob
+
+    def stage_chunk(self, digest: str, data: bytes, now_ms: int) -> tuple[int, int]:
+        """Store one chunk (or touch it if present) in its own transaction.
+
+        Returns (chunk_id, bytes written). Staging runs with synchronous=NORMAL: the commit
+        transaction that later references the chunk fsyncs the WAL, which makes every frame
+        written before it durable too; a chunk that never gets referenced is garbage anyway.
+        """
+        with self.conn.write_transaction():
+            row = self.conn.one("SELECT chunk_id FROM chunk WHERE digest = ?", (digest,))
+            if row is not None:
+                self.conn.execute(
+                    "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, row[0])
+                )
+                return int(row[0]), 0
+            self.conn.execute(
+                "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
+                (digest, len(data), now_ms),
+            )
+            chunk_id = self.conn.last_insert_rowid()
+            self.conn.execute(
+                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, ?)", (chunk_id, data)
+            )
+            return chunk_id, len(data)
+
+    # -- inside the commit transaction ------------------------------------------------------
+
+    def insert(self, blob: PreparedBlob, now_ms: int) -> tuple[int, int]:
+        """Make sure the blob row exists. Returns (blob_id, new bytes written).
+
+        For a chunked blob, every staged chunk must still exist: GC may have reclaimed a
+        staged chunk whose grace period ran out before this commit. Then the commit fails
+        with the retryable ChunkMissingError instead of publishing missing bytes.
+        """
+        row = self.conn.one("SELECT blob_id FROM blob WHERE digest = ?", (blob.digest,))
+        if row is not None:
+            return int(row[0]), 0
+        if blob.inline is not None:
+            self.conn.execute(
+                "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms)"
+                " VALUES (?, ?, 0, ?, ?)",
+                (blob.digest, blob.size, blob.inline, now_ms),
+            )
+            return self.conn.last_insert_rowid(), blob.size
+        unique_ids = sorted(set(blob.chunk_ids))
+        present = 0
+        for start in range(0, len(unique_ids), 500):
+            part = unique_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            present += int(
+                self.conn.scalar(f"SELECT count(*) FROM chunk WHERE chunk_id IN ({marks})", part)
+            )
+        if present != len(unique_ids):
+            raise errors.ChunkMissingError(
+                f"{len(unique_ids) - present} staged chunk(s) of blob {blob.digest[:12]} were "
+                "garbage-collected before the commit; nothing was published. Retry the commit "
+                "(it re-stages them)."
+            )
+        self.conn.execute(
+            "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (blob.digest, blob.size, len(blob.chunk_ids), blob.chunk_list_digest, now_ms),
+        )
+        blob_id = self.conn.last_insert_rowid()
+        self.conn.executemany(
+            "INSERT INTO blob_chunk (blob_id, seq, chunk_id) VALUES (?, ?, ?)",
+            [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(blob.chunk_ids)],
+        )
+        return blob_id, blob.bytes_staged
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_all(self, blob_id: int, digest: str, size: int, where: dict[str, Any]) -> bytes:
+        """All bytes of a blob, verified against ``digest`` before they are returned."""
+        row = self.conn.one(
+            "SELECT chunk_count, inline_data FROM blob WHERE blob_id = ?", (blob_id,)
+        )
+        if row is None:
+            raise errors.CheckpointNotFoundError(
+                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+            )
+        if row[0] == 0:
+            data = bytes(row[1]) if row[1] is not None else b""
+            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+                raise errors.CorruptionError(
+                    f"stored bytes of entry {where.get('entry')!r} do not match digest "
+                    f"{digest[:12]}; nothing was returned",
+                    reason="blob_digest_mismatch",
+                    **where,
+                )
+            return data
+        reader = ChunkedBlobReader(self, blob_id, digest, size, where)
+        try:
+            return reader.readall()
+        finally:
+            reader.close()
+
+    def chunk_list(self, blob_id: int) -> tuple[str | None, list[tuple[int, str, int]]]:
+        """(stored chunk_list_digest, [(chunk_id, chunk digest, size)]) of a chunked blob."""
+        with self.conn.read_transaction():
+            list_digest = self.conn.scalar(
+                "SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,)
+            )
+            rows = self.conn.execute(
+                "SELECT bc.chunk_id, c.digest, c.size FROM blob_chunk bc"
+                " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
+                " WHERE bc.blob_id = ? ORDER BY bc.seq",
+                (blob_id,),
+            )
+        return list_digest, [(int(r[0]), r[1], r[2]) for r in rows]
+
+    def chunk_bytes(self, chunk_id: int) -> bytes | None:
+        """The stored bytes of one chunk (unverified), or None if the chunk is gone."""
+        row = self.conn.one("SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+        return None if row is None else bytes(row[0])
+
+    def blob_exists(self, blob_id: int) -> bool:
+        """True while the blob row exists."""
+        return self.conn.one("SELECT 1 FROM blob WHERE blob_id = ?", (blob_id,)) is not None
+
+
+class ChunkedBlobReader(io.RawIOBase):
+    """A read-only binary stream over a chunked blob that verifies before it hands out.
+
+    Memory is bounded by one chunk. Reads take one short read transaction per chunk, so a
+    long-lived stream never blocks writers or checkpoints.
+    """
+
+    def __init__(
+        self, store: BlobStore, blob_id: int, digest: str, size: int, where: dict[str, Any]
+    ) -> None:
+        super().__init__()
+        self._store = store
+        self._blob_id = blob_id
+        self._digest = digest
+        self._size = size
+        self._where = where
+        list_digest, chunks = store.chunk_list(blob_id)
+        if list_digest is None and not chunks and not store.blob_exists(blob_id):
+            raise errors.CheckpointNotFoundError(
+                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+            )
+        if any(c[1] is None for c in chunks):
+            self._corrupt("a chunk of the blob is missing", "chunk_missing")
+        digests = [str(c[1]) for c in chunks]
+        if list_digest != canonical.chunk_list_digest(digests):
+            self._corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
+        if sum(int(c[2]) for c in chunks) != size:
+            self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
+        self._chunks = [(c[0], str(c[1]), int(c[2])) for c in chunks]
+        self._next = 0
+        self._buffer = memoryview(b"")
+        self._whole = hashlib.sha256()
+        self._position = 0
+
+    def _corrupt(self, what: str, detail_code: str) -> None:
+        raise errors.CorruptionError(
+            f"entry {self._where.get('entry')!r} (blob {self._digest[:12]}): {what}; "
+            "nothing more was returned",
+            reason=detail_code,
+            **self._where,
+        )
+
+    def readable(self) -> bool:
+        return True
+
+    def _load_next(self) -> bool:
+        if self._next >= len(self._chunks):
+            return False
+        chunk_id, digest, size = self._chunks[self._next]
+        data = self._store.chunk_bytes(chunk_id)
+        if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            if not self._store.blob_exists(self._blob_id):
+                raise errors.CheckpointNotFoundError(
+                    f"blob {self._digest[:12]} was garbage-collected while being read",
+                    **self._where,
+                )
+            self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
+        assert data is not None
+        self._whole.update(data)
+        self._next += 1
+        # The last chunk is only handed out once the whole blob matches its digest.
+        if self._next == len(self._chunks) and self._whole.hexdigest() != self._digest:
+            self._corrupt("the blob digest does not match", "blob_digest_mismatch")
+        self._buffer = memoryview(data)
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer).cast("B")
+        while not self._buffer:
+            if not self._load_next():
+                return 0
+        n = min(len(target), len(self._buffer))
+        target[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        self._position += n
+        return n
+
+    def readall(self) -> bytes:
+        parts: list[bytes] = []
+        if self._buffer:
+            parts.append(bytes(self._buffer))
+            self._buffer = memoryview(b"")
+        while self._load_next():
+            parts.append(bytes(self._buffer))
+            self._buffer = memoryview(b"")
+        data = b"".join(parts)
+        self._position += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._position
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """Yield the remaining bytes as verified chunk-sized pieces."""
+        if self._buffer:
+            yield bytes(self._buffer)
+            self._buffer = memoryview(b"")
+        while self._load_next():
+            piece = bytes(self._buffer)
+            self._buffer = memoryview(b"")
+            self._position += len(piece)
+            yield piece

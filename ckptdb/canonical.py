@@ -1,0 +1,134 @@
+"""Canonical encodings and the digests computed over them.
+
+A checkpoint id is ``sha256(domain || canonical JSON)`` of what the checkpoint *is*:
+namespace, parent id, generation, entries sorted by name and metadata. Wall-clock time is
+deliberately left out so that a retried commit computes the same id. Canonical JSON here
+means: keys sorted, no insignificant whitespace, UTF-8 (not ASCII-escaped), no NaN or
+infinities, optional fields omitted when absent (so adding an optional field later never
+changes the id of an old checkpoint). The domain prefix names the encoding version: a
+future encoding gets a new prefix and old ids stay verifiable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+CHECKPOINT_DOMAIN = b"ckptdb-checkpoint-v1\n"
+POINTER_DOMAIN = b"ckptdb-pointer-v1\n"
+CHUNK_LIST_DOMAIN = b"ckptdb-chunk-list-v1\n"
+RECEIPT_DOMAIN = b"ckptdb-receipt-v1\n"
+FORMAT_VERSION = 1
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text of ``value`` (raises ValueError/TypeError when not JSON)."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(data: bytes) -> str:
+    """Lowercase hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class EntryRecord(NamedTuple):
+    """One entry as it takes part in the checkpoint identity."""
+
+    name: str
+    digest: str
+    size: int
+    media_type: str | None
+    schema: str | None
+
+
+def entry_json(entry: EntryRecord) -> dict[str, Any]:
+    """The JSON object of one entry inside the canonical manifest."""
+    out: dict[str, Any] = {"digest": entry.digest, "name": entry.name, "size": entry.size}
+    if entry.media_type is not None:
+        out["media_type"] = entry.media_type
+    if entry.schema is not None:
+        out["schema"] = entry.schema
+    return out
+
+
+def manifest_text(
+    namespace: str,
+    parent_id: str | None,
+    generation: int,
+    entries: Iterable[EntryRecord],
+    metadata_json: str,
+) -> str:
+    """The canonical manifest of a checkpoint. ``entries`` must be sorted by name and
+    ``metadata_json`` must already be canonical (see :func:`dumps`)."""
+    head = dumps([entry_json(e) for e in entries])
+    # Keys in sorted order: entries, generation, metadata, namespace, parent. The metadata
+    # text is spliced in verbatim: it is canonical already and re-encoding it is the
+    # costliest step of identifying a small checkpoint.
+    return (
+        '{"entries":'
+        + head
+        + ',"generation":'
+        + str(int(generation))
+        + ',"metadata":'
+        + metadata_json
+        + ',"namespace":'
+        + dumps(namespace)
+        + ',"parent":'
+        + dumps(parent_id)
+        + "}"
+    )
+
+
+def checkpoint_id(
+    namespace: str,
+    parent_id: str | None,
+    generation: int,
+    entries: Iterable[EntryRecord],
+    metadata_json: str,
+) -> str:
+    """The id of a checkpoint: sha256 over the domain prefix and its canonical manifest."""
+    text = manifest_text(namespace, parent_id, generation, entries, metadata_json)
+    return hashlib.sha256(CHECKPOINT_DOMAIN + text.encode("utf-8")).hexdigest()
+
+
+def pointer_digest(
+    namespace: str,
+    revision: int,
+    current_id: str | None,
+    fallback_id: str | None,
+    previous_digest: str | None,
+) -> str:
+    """Digest of one CURRENT pointer state, chained to the digest of the state before it."""
+    text = dumps(
+        {
+            "current": current_id,
+            "fallback": fallback_id,
+            "namespace": namespace,
+            "previous": previous_digest,
+            "revision": revision,
+        }
+    )
+    return hashlib.sha256(POINTER_DOMAIN + text.encode("utf-8")).hexdigest()
+
+
+def chunk_list_digest(chunk_digests: Iterable[str]) -> str:
+    """Digest of the ordered chunk list of a chunked blob.
+
+    Checked before the first byte of a chunked blob is streamed, so a reordered or swapped
+    chunk list is caught before any bytes reach the caller (each chunk is also checked
+    against its own digest, and the whole blob against its digest at the end).
+    """
+    h = hashlib.sha256(CHUNK_LIST_DOMAIN)
+    for digest in chunk_digests:
+        h.update(digest.encode("ascii"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def receipt_digest(body: Mapping[str, Any]) -> str:
+    """Digest binding a receipt's content (stored beside it; verified by ``verify``)."""
+    return hashlib.sha256(RECEIPT_DOMAIN + dumps(dict(body)).encode("utf-8")).hexdigest()

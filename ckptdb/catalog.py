@@ -1,0 +1,251 @@
+"""Reading the catalog: checkpoints, entries, pointers, lineage and pointer history.
+
+Plain row types and the SQL that fills them. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import canonical, errors, validation
+from .connection import Connection
+
+_CHECKPOINT_COLUMNS = (
+    "c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation, c.created_at_ms,"
+    " c.metadata, c.entry_count, c.total_size"
+)
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """A row of ``checkpoint`` joined with its namespace name."""
+
+    seq: int
+    id: str
+    namespace: str
+    namespace_id: int
+    parent_id: str | None
+    generation: int
+    created_at_ms: int
+    metadata_json: str
+    entry_count: int
+    total_size: int
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """An entry joined with its blob."""
+
+    name: str
+    blob_id: int
+    digest: str
+    size: int
+    media_type: str | None
+    schema_pin: str | None
+    chunk_count: int
+
+    def record(self) -> canonical.EntryRecord:
+        """The entry as it takes part in the checkpoint identity."""
+        return canonical.EntryRecord(
+            self.name, self.digest, self.size, self.media_type, self.schema_pin
+        )
+
+
+@dataclass(frozen=True)
+class PointerRow:
+    """The CURRENT pointer of a namespace with what a commit needs to know about it."""
+
+    namespace_id: int
+    namespace: str
+    current_seq: int
+    current_id: str
+    current_parent_id: str | None
+    current_generation: int
+    fallback_id: str | None
+    revision: int
+    digest: str
+    previous_digest: str | None
+    updated_at_ms: int
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One pointer move."""
+
+    namespace: str
+    revision: int
+    current_id: str
+    fallback_id: str | None
+    previous_digest: str | None
+    digest: str
+    reason: str
+    at_ms: int
+
+
+def _checkpoint(row: tuple[object, ...]) -> CheckpointRow:
+    return CheckpointRow(*row)  # type: ignore[arg-type]
+
+
+def checkpoint_by_id(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
+    """The checkpoint with this full id."""
+    row = conn.one(
+        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c"
+        " JOIN namespace n ON n.namespace_id = c.namespace_id WHERE c.id = ?",
+        (checkpoint_id,),
+    )
+    return None if row is None else _checkpoint(row)
+
+
+def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> list[str]:
+    """Full ids starting with ``prefix`` (lowercase hex), at most ``limit``."""
+    upper = prefix + "g"  # 'g' sorts after every hex digit: a range scan on the unique index
+    rows = conn.execute(
+        "SELECT id FROM checkpoint WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+        (prefix, upper, limit),
+    )
+    return [str(r[0]) for r in rows]
+
+
+def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
+    """Entries of a checkpoint, sorted by name."""
+    rows = conn.execute(
+        "SELECT e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
+        " FROM entry e LEFT JOIN blob b ON b.blob_id = e.blob_id"
+        " WHERE e.checkpoint_seq = ? ORDER BY e.name",
+        (checkpoint_seq,),
+    )
+    out = []
+    for r in rows:
+        if r[2] is None:
+            raise errors.CorruptionError(
+                f"entry {r[0]!r} names a blob that does not exist",
+                entry=str(r[0]),
+                reason="blob_missing",
+            )
+        out.append(EntryRow(*r))
+    return out
+
+
+def recomputed_id(row: CheckpointRow, entries: list[EntryRow]) -> str:
+    """The id the stored manifest actually hashes to."""
+    return canonical.checkpoint_id(
+        row.namespace,
+        row.parent_id,
+        row.generation,
+        [e.record() for e in entries],
+        row.metadata_json,
+    )
+
+
+def check_manifest(row: CheckpointRow, entries: list[EntryRow]) -> None:
+    """Raise CorruptionError unless the stored rows hash to the checkpoint's id."""
+    if len(entries) != row.entry_count or recomputed_id(row, entries) != row.id:
+        raise errors.CorruptionError(
+            f"checkpoint {row.id[:12]} of namespace {row.namespace!r}: its stored manifest "
+            "does not hash to its id (rows were damaged or altered)",
+            checkpoint_id=row.id,
+            reason="manifest_mismatch",
+        )
+
+
+def namespace_id(conn: Connection, namespace: str) -> int | None:
+    """Id of a namespace row, if it exists."""
+    value = conn.scalar("SELECT namespace_id FROM namespace WHERE name = ?", (namespace,))
+    return None if value is None else int(value)
+
+
+def pointer(conn: Connection, namespace: str) -> PointerRow | None:
+    """The CURRENT pointer of a namespace, or None when it has none."""
+    row = conn.one(
+        "SELECT p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation,"
+        " f.id, p.revision, p.digest, p.previous_digest, p.updated_at_ms"
+        " FROM namespace n JOIN pointer p ON p.namespace_id = n.namespace_id"
+        " JOIN checkpoint c ON c.seq = p.current_seq"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq"
+        " WHERE n.name = ?",
+        (namespace,),
+    )
+    return None if row is None else PointerRow(*row)
+
+
+def all_pointers(conn: Connection) -> list[PointerRow]:
+    """Every CURRENT pointer, by namespace name."""
+    rows = conn.execute(
+        "SELECT p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation,"
+        " f.id, p.revision, p.digest, p.previous_digest, p.updated_at_ms"
+        " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
+        " JOIN checkpoint c ON c.seq = p.current_seq"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq ORDER BY n.name"
+    )
+    return [PointerRow(*r) for r in rows]
+
+
+def checkpoint_counts(conn: Connection) -> dict[int, int]:
+    """Number of stored checkpoints per namespace id."""
+    rows = conn.execute("SELECT namespace_id, count(*) FROM checkpoint GROUP BY namespace_id")
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
+def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[CheckpointRow]:
+    """``start_id`` and its stored ancestors, newest first (stops where GC pruned).
+
+    Each step must go to a strictly smaller generation, so damaged links cannot loop.
+    """
+    rows = conn.execute(
+        "WITH RECURSIVE walk (seq, parent_id, generation, depth) AS ("
+        "  SELECT seq, parent_id, generation, 0 FROM checkpoint WHERE id = ?"
+        "  UNION ALL"
+        "  SELECT c.seq, c.parent_id, c.generation, w.depth + 1 FROM walk w"
+        "  JOIN checkpoint c ON c.id = w.parent_id AND c.generation < w.generation"
+        "  WHERE ? < 0 OR w.depth + 1 < ?"
+        f") SELECT {_CHECKPOINT_COLUMNS} FROM walk w JOIN checkpoint c ON c.seq = w.seq"
+        " JOIN namespace n ON n.namespace_id = c.namespace_id ORDER BY w.depth",
+        (start_id, -1 if limit is None else limit, -1 if limit is None else limit),
+    )
+    return [_checkpoint(r) for r in rows]
+
+
+def history(conn: Connection, namespace: str, limit: int | None = None) -> list[HistoryRow]:
+    """Pointer moves of a namespace, newest first."""
+    rows = conn.execute(
+        "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
+        " h.reason, h.at_ms FROM pointer_history h"
+        " JOIN namespace n ON n.namespace_id = h.namespace_id"
+        " WHERE n.name = ? ORDER BY h.revision DESC LIMIT ?",
+        (namespace, -1 if limit is None else limit),
+    )
+    return [HistoryRow(*r) for r in rows]
+
+
+def setting(conn: Connection, key: str) -> str | None:
+    """A per-file setting."""
+    value = conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
+    return None if value is None else str(value)
+
+
+def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
+    """The checkpoint with this full id, or CheckpointNotFoundError."""
+    validation.checkpoint_id(checkpoint_id)
+    row = checkpoint_by_id(conn, checkpoint_id)
+    if row is None:
+        raise errors.CheckpointNotFoundError(
+            f"no checkpoint {checkpoint_id[:12]}... in this database (never committed here, or "
+            "garbage-collected)",
+            checkpoint_id=checkpoint_id,
+        )
+    return row
+
+
+def check_pointer(ptr: PointerRow) -> None:
+    """Raise CorruptionError unless the pointer row matches its digest (fail closed)."""
+    expected = canonical.pointer_digest(
+        ptr.namespace, ptr.revision, ptr.current_id, ptr.fallback_id, ptr.previous_digest
+    )
+    if expected != ptr.digest:
+        raise errors.CorruptionError(
+            f"the CURRENT pointer of namespace {ptr.namespace!r} does not match its digest; "
+            "refusing to guess which checkpoint is current. Run `ckptdb verify`, then move "
+            "CURRENT explicitly with set_current to a verified checkpoint.",
+            namespace=ptr.namespace,
+            reason="pointer_mismatch",
+        )

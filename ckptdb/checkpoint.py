@@ -1,0 +1,152 @@
+"""The :class:`Checkpoint` handle: an immutable manifest plus verified access to its bytes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from types import MappingProxyType
+from typing import IO, TYPE_CHECKING, Any
+
+from . import catalog, errors, models
+
+if TYPE_CHECKING:
+    from .database import Database
+
+
+class Checkpoint:
+    """One checkpoint of a namespace.
+
+    The manifest was checked against the id when this handle was made (the stored rows hash
+    to it), so every entry digest is bound to the id. Reading an entry verifies its bytes
+    against that digest before returning them.
+    """
+
+    __slots__ = ("_db", "_entries", "_info", "_row")
+
+    def __init__(
+        self, db: Database, row: catalog.CheckpointRow, entries: list[catalog.EntryRow]
+    ) -> None:
+        catalog.check_manifest(row, entries)
+        self._db = db
+        self._row = row
+        self._entries = {e.name: e for e in entries}
+        self._info = checkpoint_info(row, entries)
+
+    # -- manifest ------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The checkpoint id (sha256 of the canonical manifest, hex)."""
+        return self._row.id
+
+    @property
+    def namespace(self) -> str:
+        """The namespace this checkpoint belongs to."""
+        return self._row.namespace
+
+    @property
+    def parent_id(self) -> str | None:
+        """Id of the checkpoint this one was committed on top of (None for the first)."""
+        return self._row.parent_id
+
+    @property
+    def generation(self) -> int:
+        """1 for the first checkpoint of a lineage, parent's generation + 1 after that."""
+        return self._row.generation
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was first committed (UTC). Not part of the id."""
+        return self._info.created_at
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A copy of the metadata given at commit."""
+        return json.loads(self._row.metadata_json)  # type: ignore[no-any-return]
+
+    @property
+    def entries(self) -> Mapping[str, models.EntryInfo]:
+        """Entries by name, in name order."""
+        return MappingProxyType({e.name: e for e in self._info.entries})
+
+    @property
+    def total_size(self) -> int:
+        """Sum of entry sizes in bytes."""
+        return self._row.total_size
+
+    @property
+    def info(self) -> models.CheckpointInfo:
+        """The manifest as a pydantic model (JSON-serializable)."""
+        return self._info
+
+    def __repr__(self) -> str:
+        return (
+            f"<Checkpoint {self.id[:12]} ns={self.namespace!r} gen={self.generation} "
+            f"entries={len(self._entries)}>"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Checkpoint) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    # -- bytes -----------------------------------------------------------------------------
+
+    def _entry(self, name: str) -> catalog.EntryRow:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise errors.EntryNotFoundError(
+                f"checkpoint {self.id[:12]} has no entry {name!r}; it has "
+                f"{len(self._entries)} entries (see .entries)",
+                checkpoint_id=self.id,
+                entry=name,
+            ) from None
+
+    def read(self, name: str) -> bytes:
+        """All bytes of an entry, verified against its digest. Raises CorruptionError (never
+        returns wrong bytes) and EntryNotFoundError."""
+        return self._db._read_entry(self, self._entry(name))
+
+    def open(self, name: str) -> IO[bytes]:
+        """A binary stream over an entry that verifies each piece before returning it.
+
+        Memory stays bounded by one chunk whatever the entry size.
+        """
+        return self._db._open_entry(self, self._entry(name))
+
+    def iter_bytes(self, name: str) -> Iterator[bytes]:
+        """The entry's bytes as verified pieces (at most one chunk each)."""
+        return self._db._iter_entry(self, self._entry(name))
+
+    def verify(self) -> None:
+        """Read and verify every entry; raise CorruptionError for the first bad one."""
+        for name in self._entries:
+            for _ in self.iter_bytes(name):
+                pass
+
+
+def checkpoint_info(
+    row: catalog.CheckpointRow, entries: list[catalog.EntryRow]
+) -> models.CheckpointInfo:
+    """The manifest model of a stored checkpoint."""
+    return models.CheckpointInfo(
+        id=row.id,
+        namespace=row.namespace,
+        parent_id=row.parent_id,
+        generation=row.generation,
+        created_at=models.from_ms(row.created_at_ms),
+        metadata=json.loads(row.metadata_json),
+        entries=[
+            models.EntryInfo(
+                name=e.name,
+                digest=e.digest,
+                size=e.size,
+                media_type=e.media_type,
+                schema_pin=e.schema_pin,
+            )
+            for e in entries
+        ],
+    )

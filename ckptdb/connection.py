@@ -1,0 +1,406 @@
+"""The one module that talks to apsw.
+
+Everything SQLite-specific about *how* we talk to the file lives here: open flags, the
+per-connection pragmas, the busy handler, the explicit write-transaction helper and the
+translation of apsw exceptions into ckptdb errors. Modules above this one issue SQL through
+:class:`Connection` and never see an apsw object or exception.
+
+Settings and why (see also docs/performance.md):
+
+* ``journal_mode=WAL`` -- readers never block writers and a commit is one append + fsync.
+* ``synchronous=FULL`` by default -- in WAL mode this fsyncs the WAL on every commit, so an
+  acknowledged commit survives power loss. ``NORMAL`` is available for callers that accept
+  losing the last commits on power loss (the file stays consistent either way).
+* ``foreign_keys=ON`` -- the schema uses foreign keys as a last line of defence (a CURRENT
+  pointer can never name a missing checkpoint, an entry never a missing blob).
+* A busy handler that polls about every millisecond up to ``busy_timeout`` seconds --
+  SQLite's default back-off hands the lock over in ~29 ms, polling in <1 ms -- so concurrent
+  writers queue instead of failing; past the timeout the caller gets ``BusyTimeoutError``.
+* ``trusted_schema=OFF`` and ``SQLITE_DBCONFIG_DEFENSIVE`` -- a file handed to us may be
+  hostile; it must not be able to run functions from its schema or let SQL corrupt it.
+* ``journal_size_limit`` -- large staged blobs grow the WAL; truncate it back after a
+  checkpoint so the disk space is returned.
+* page size and ``auto_vacuum=INCREMENTAL`` are fixed when the file is created
+  (:func:`initialize_new_file`): they cannot change once tables exist in WAL mode.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import apsw
+
+from . import errors
+
+Synchronous = Literal["off", "normal", "full", "extra"]
+SqlValue = None | int | float | str | bytes
+Row = tuple[Any, ...]
+Params = Sequence[Any] | dict[str, Any]
+
+#: ``PRAGMA application_id`` of every ckptdb file: the bytes "ckpt" read as a big-endian int.
+APPLICATION_ID = 0x636B7074
+DEFAULT_PAGE_SIZE = 16384
+DEFAULT_BUSY_TIMEOUT = 30.0
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+CACHE_SIZE_KIB = 16 * 1024
+_BUSY_POLL_SECONDS = 0.001
+
+
+def sqlite_version() -> str:
+    """The version of the SQLite library ckptdb runs on (bundled with apsw)."""
+    return str(apsw.sqlite_lib_version())
+
+
+def _translate(exc: apsw.Error, what: str) -> errors.CkptdbError:
+    """Map an apsw exception onto the ckptdb hierarchy (the original is kept as __cause__)."""
+    detail = f"{what}: {exc}"
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return errors.BusyTimeoutError(
+            f"{detail}. Another process held the write lock longer than the busy timeout; "
+            "retry, or open the database with a larger busy_timeout."
+        )
+    if isinstance(exc, apsw.FullError):
+        return errors.DiskFullError(
+            f"{detail}. The disk or quota is full; nothing was committed. Free space and retry."
+        )
+    if isinstance(exc, apsw.IOError):
+        return errors.StorageError(
+            f"{detail}. The operating system reported an I/O error; nothing was committed."
+        )
+    if isinstance(exc, apsw.CorruptError):
+        return errors.CorruptionError(
+            f"{detail}. The SQLite file structure is damaged; run `ckptdb verify` and restore "
+            "from a backup or export."
+        )
+    if isinstance(exc, apsw.NotADBError):
+        return errors.NotADatabaseError(f"{detail}. The file is not an SQLite database.")
+    if isinstance(exc, apsw.ReadOnlyError):
+        return errors.ReadOnlyError(
+            f"{detail}. The database is read-only (opened read-only, or the file or its "
+            "directory is not writable)."
+        )
+    if isinstance(exc, apsw.AuthError):
+        return errors.ReadOnlyError(f"{detail}. The statement is not allowed on this connection.")
+    if isinstance(exc, apsw.CantOpenError):
+        return errors.StorageError(f"{detail}. The file or its -wal/-shm could not be opened.")
+    if isinstance(exc, apsw.ConstraintError):
+        return ConstraintViolation(f"{detail}.")
+    return SqlFailure(f"{detail}.")
+
+
+class ConstraintViolation(errors.CkptdbError):
+    """A schema constraint fired: a ckptdb bug or a damaged database."""
+
+    code = "constraint_violation"
+
+
+class SqlFailure(errors.CkptdbError):
+    """SQLite rejected a statement."""
+
+    code = "sql_error"
+
+
+def _busy_handler(timeout: float | None) -> Callable[[int], bool]:
+    deadline_box: list[float] = [0.0]
+
+    def handler(count: int) -> bool:
+        now = time.monotonic()
+        if count == 0:
+            deadline_box[0] = now + (timeout if timeout is not None else float("inf"))
+        if now >= deadline_box[0]:
+            return False
+        time.sleep(_BUSY_POLL_SECONDS)
+        return True
+
+    return handler
+
+
+class Connection:
+    """An apsw connection plus the few operations ckptdb needs, with errors translated.
+
+    Not shared between threads without the owner's lock: :class:`ckptdb.Database` holds
+    one per handle and serializes access itself.
+    """
+
+    def __init__(self, raw: apsw.Connection, path: str, readonly: bool) -> None:
+        self._raw = raw
+        self.path = path
+        self.readonly = readonly
+        self._lock = threading.RLock()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._raw.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while a transaction is open on this connection."""
+        return bool(self._raw.in_transaction)
+
+    # -- statements ----------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        try:
+            return self._raw.execute(sql, params).fetchall()
+        except apsw.Error as exc:
+            raise _translate(exc, "SQLite") from exc
+
+    def execute_script(self, sql: str) -> None:
+        """Run every statement of a script (the cursor is drained so none is skipped)."""
+        try:
+            for _ in self._raw.execute(sql):
+                pass
+        except apsw.Error as exc:
+            raise _translate(exc, "SQLite") from exc
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        """Run one statement once per parameter row."""
+        if not rows:
+            return
+        try:
+            for _ in self._raw.executemany(sql, rows):
+                pass
+        except apsw.Error as exc:
+            raise _translate(exc, "SQLite") from exc
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        """The first row of a query, or None."""
+        try:
+            for row in self._raw.execute(sql, params):
+                return tuple(row)
+        except apsw.Error as exc:
+            raise _translate(exc, "SQLite") from exc
+        return None
+
+    def scalar(self, sql: str, params: Params = ()) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        row = self.one(sql, params)
+        return None if row is None else row[0]
+
+    def iterate(self, sql: str, params: Params = ()) -> Iterator[Row]:
+        """Stream rows of a large query; the cursor is closed even if the caller stops early."""
+        cursor = self._raw.cursor()
+        try:
+            try:
+                yield from cursor.execute(sql, params)
+            except apsw.Error as exc:
+                raise _translate(exc, "SQLite") from exc
+        finally:
+            cursor.close()
+
+    def query(self, sql: str, params: Params = ()) -> tuple[list[str], list[Row]]:
+        """Column names and rows of one statement (for the read-only SQL console)."""
+        cursor = self._raw.cursor()
+        try:
+            cursor.execute(sql, params)
+            try:
+                names = [d[0] for d in cursor.get_description()]
+            except apsw.ExecutionCompleteError:
+                names = []
+            rows = cursor.fetchall() if names else []
+            return names, rows
+        except apsw.Error as exc:
+            raise _translate(exc, "SQL") from exc
+        finally:
+            cursor.close()
+
+    def changes(self) -> int:
+        """Rows changed by the most recent INSERT/UPDATE/DELETE."""
+        return int(self._raw.changes())
+
+    def last_insert_rowid(self) -> int:
+        """Rowid of the most recent successful INSERT."""
+        return int(self._raw.last_insert_rowid())
+
+    def pragma(self, name: str, value: SqlValue = None) -> Any:
+        """Read (value None) or set one pragma; returns the first column of its result."""
+        try:
+            return self._raw.pragma(name, value) if value is not None else self._raw.pragma(name)
+        except apsw.Error as exc:
+            raise _translate(exc, f"PRAGMA {name}") from exc
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, never a silent savepoint.
+
+        An error inside the block rolls back (only if a transaction is still open) and the
+        original error propagates. An I/O error *at* COMMIT means the outcome is unknown:
+        it is reported as :class:`ckptdb.errors.CommitOutcomeUnknownError`, never as success.
+        """
+        with self._lock:
+            if self._raw.in_transaction:
+                raise errors.CkptdbError(
+                    "internal: write_transaction entered while a transaction is open"
+                )
+            try:
+                self._raw.execute("BEGIN IMMEDIATE")
+            except apsw.Error as exc:
+                raise _translate(exc, "BEGIN IMMEDIATE") from exc
+            try:
+                yield
+            except BaseException:
+                self._rollback_quietly()
+                raise
+            try:
+                self._raw.execute("COMMIT")
+            except apsw.BusyError as exc:
+                # COMMIT could not get its lock: the transaction is still open and has not
+                # committed, so the outcome is known (nothing written).
+                self._rollback_quietly()
+                raise _translate(exc, "COMMIT") from exc
+            except apsw.Error as exc:
+                self._rollback_quietly()
+                raise errors.CommitOutcomeUnknownError(
+                    f"COMMIT failed ({type(exc).__name__}: {exc}); the outcome is unknown. "
+                    "Nothing was acknowledged. Retrying the same operation is safe: it "
+                    "converges on the same result whether or not this attempt landed."
+                ) from exc
+
+    @contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """A consistent snapshot for several reads (``BEGIN`` ... ``COMMIT``).
+
+        Nested use (inside a write or read transaction) simply joins the open transaction.
+        """
+        with self._lock:
+            if self._raw.in_transaction:
+                yield
+                return
+            try:
+                self._raw.execute("BEGIN")
+            except apsw.Error as exc:
+                raise _translate(exc, "BEGIN") from exc
+            try:
+                yield
+            finally:
+                if self._raw.in_transaction:
+                    try:
+                        self._raw.execute("COMMIT")
+                    except apsw.Error as exc:
+                        self._rollback_quietly()
+                        raise _translate(exc, "end of read transaction") from exc
+
+    def _rollback_quietly(self) -> None:
+        # Only roll back what is open: apsw would otherwise replace the real error with
+        # "cannot rollback - no transaction is active". A failing ROLLBACK is secondary to
+        # the error already propagating, so it is recorded as a note on that error instead.
+        if self._raw.in_transaction:
+            try:
+                self._raw.execute("ROLLBACK")
+            except apsw.Error:
+                # The connection is unusable after a failed rollback; SQLite rolls the
+                # transaction back itself when the connection closes or is reused.
+                return
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def wal_checkpoint(self, mode: Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]) -> Row:
+        """Run a WAL checkpoint; returns (busy, log frames, checkpointed frames)."""
+        row = self.one(f"PRAGMA wal_checkpoint({mode})")
+        return row if row is not None else (0, 0, 0)
+
+    def backup_to(self, dest_path: str) -> None:
+        """Copy a consistent snapshot of the database to a new file (online backup API)."""
+        dest = apsw.Connection(dest_path)
+        try:
+            with dest.backup("main", self._raw, "main") as backup:
+                while not backup.done:
+                    backup.step(1024)
+        except apsw.Error as exc:
+            raise _translate(exc, "backup") from exc
+        finally:
+            dest.close()
+
+
+def open_connection(
+    path: str,
+    *,
+    readonly: bool = False,
+    synchronous: Synchronous = "full",
+    busy_timeout: float | None = DEFAULT_BUSY_TIMEOUT,
+    vfs: str | None = None,
+) -> Connection:
+    """Open an existing file (the caller has created/probed it) with ckptdb's settings."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        raw = (
+            apsw.Connection(path, flags=flags, vfs=vfs)
+            if vfs
+            else apsw.Connection(path, flags=flags)
+        )
+    except apsw.Error as exc:
+        raise _translate(exc, f"opening {path}") from exc
+    try:
+        raw.set_busy_handler(_busy_handler(busy_timeout))
+        raw.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+        raw.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+        for pragma, value in (
+            ("foreign_keys", "ON"),
+            ("synchronous", synchronous.upper()),
+            ("cache_size", -CACHE_SIZE_KIB),
+            ("journal_size_limit", JOURNAL_SIZE_LIMIT),
+        ):
+            raw.pragma(pragma, value)
+    except apsw.Error as exc:
+        raw.close()
+        raise _translate(exc, f"configuring {path}") from exc
+    return Connection(raw, path, readonly)
+
+
+def open_probe(path: str) -> Connection:
+    """A read-only, non-creating connection used to inspect a file before trusting it.
+
+    Read-only so that opening a foreign database can never roll back its journal or
+    otherwise change a byte of it. When no -wal file exists the main file holds the whole
+    database, so it is opened ``immutable``: SQLite then creates no -wal/-shm beside a
+    file we may be about to refuse.
+    """
+    flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    wal = path + "-wal"
+    immutable = not os.path.exists(wal) or os.path.getsize(wal) == 0
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    if immutable:
+        uri += "?immutable=1"
+    try:
+        raw = apsw.Connection(uri, flags=flags)
+        raw.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+        raw.set_busy_handler(_busy_handler(DEFAULT_BUSY_TIMEOUT))
+    except apsw.Error as exc:
+        raise _translate(exc, f"opening {path}") from exc
+    return Connection(raw, path, readonly=True)
+
+
+def initialize_new_file(conn: Connection, page_size: int) -> None:
+    """Fix the settings that can only be chosen before the first table exists.
+
+    Must run on an empty file: page size and auto-vacuum are baked into the file header
+    once any table is created, and the page size cannot change in WAL mode.
+    """
+    conn.pragma("page_size", page_size)
+    conn.pragma("auto_vacuum", "INCREMENTAL")
+    mode = conn.pragma("journal_mode", "WAL")
+    if str(mode).lower() != "wal":
+        raise errors.StorageError(
+            f"could not switch {conn.path} to WAL mode (got {mode!r}); the filesystem may not "
+            "support shared memory (network filesystems do not)"
+        )
+
+
+def ensure_wal(conn: Connection) -> None:
+    """Put an existing ckptdb file (back) into WAL mode if something switched it off."""
+    mode = str(conn.pragma("journal_mode")).lower()
+    if mode != "wal":
+        initialize_wal = conn.pragma("journal_mode", "WAL")
+        if str(initialize_wal).lower() != "wal":
+            raise errors.StorageError(f"could not switch {conn.path} to WAL mode")

@@ -1,0 +1,685 @@
+"""The public API: :func:`open` and :class:`Database`."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, Any, Literal
+
+from . import blobs, catalog, errors, files, migrate, models, validation
+from .blobs import BlobStore, Entry, PreparedEntry
+from .checkpoint import Checkpoint, checkpoint_info
+from .connection import (
+    APPLICATION_ID,
+    DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_PAGE_SIZE,
+    Connection,
+    Synchronous,
+    ensure_wal,
+    initialize_new_file,
+    open_connection,
+    open_probe,
+)
+from .fallback import LoadResult, Validator, load_with_fallback
+from .publish import UNSET, CommitPlan, _Unset, confirm, move_pointer, publish
+from .receipts import list_receipts, store_receipt
+from .verify import verify_database
+
+MigrateMode = Literal["auto", "never", "check"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    create: bool = True,
+    migrate: MigrateMode = "auto",
+    synchronous: Synchronous = "full",
+    busy_timeout: float | None = DEFAULT_BUSY_TIMEOUT,
+    chunk_size: int | None = None,
+    page_size: int | None = None,
+    max_metadata_bytes: int = validation.DEFAULT_MAX_METADATA_BYTES,
+    vfs: str | None = None,
+) -> Database:
+    """Open (or create) a ckptdb database file.
+
+    A missing or empty file is created owner-only (0600) and initialized. An existing file
+    is checked before SQLite may write to it: a non-SQLite, truncated, foreign or newer
+    file, or one whose applied migrations were edited, raises a
+    :class:`~ckptdb.errors.DatabaseFileError` or :class:`~ckptdb.errors.SchemaError` and is
+    left byte-for-byte unchanged.
+
+    ``migrate``: ``"auto"`` applies pending schema migrations (default); ``"never"`` refuses
+    a file that needs them (MigrationPendingError listing them); ``"check"`` opens without
+    applying them, for inspection (``migration_status``) only.
+    ``synchronous``: ``"full"`` (default) makes every acknowledged commit durable across
+    power loss; ``"normal"`` is faster but may lose the last commits on power loss.
+    ``busy_timeout``: seconds to wait for another writer (None waits forever).
+    ``chunk_size`` and ``page_size`` apply only when the file is created.
+    """
+    return Database._open(
+        os.fspath(path),
+        readonly=readonly,
+        create=create,
+        migrate_mode=migrate,
+        synchronous=synchronous,
+        busy_timeout=busy_timeout,
+        chunk_size=chunk_size,
+        page_size=page_size,
+        max_metadata_bytes=max_metadata_bytes,
+        vfs=vfs,
+    )
+
+
+def _probe_existing(path: str, facts: files.HeaderFacts) -> bool:
+    """Check an existing SQLite file through a read-only connection. Returns True when the
+    file is an uninitialized shell (created by a ckptdb that crashed before its first
+    migration committed) that may be initialized."""
+    probe = open_probe(path)
+    try:
+        app_id = int(probe.pragma("application_id")) & 0xFFFFFFFF
+        objects = int(probe.scalar("SELECT count(*) FROM sqlite_schema"))
+        if app_id != APPLICATION_ID:
+            if app_id == 0 and objects == 0:
+                return True
+            raise errors.NotCkptdbError(
+                f"{path} is an SQLite database of another application (application_id "
+                f"{app_id:#x}, {objects} schema objects); ckptdb will not touch it. Choose a new "
+                "file name for a ckptdb database."
+            )
+        migrate.check_history(probe, migrate.core_set())
+        return False
+    finally:
+        probe.close()
+
+
+class Database:
+    """A ckptdb database file. Obtain one with :func:`ckptdb.open`; use as a context manager.
+
+    A handle may be shared between threads (operations are serialized); separate processes
+    each open their own handle on the same file.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        path: str,
+        chunk_size: int,
+        max_metadata_bytes: int,
+        pending: list[migrate.Migration],
+        reopen: Callable[[], Connection],
+    ) -> None:
+        self._conn = conn
+        self._path = path
+        self._chunk_size = chunk_size
+        self._max_metadata_bytes = max_metadata_bytes
+        self._pending = pending
+        self._reopen = reopen
+        self._lock = threading.RLock()
+        self._closed = False
+        self._broken = False
+        self._blobs = BlobStore(conn, chunk_size)
+
+    # -- opening and closing -----------------------------------------------------------
+
+    @classmethod
+    def _open(
+        cls,
+        path: str,
+        *,
+        readonly: bool,
+        create: bool,
+        migrate_mode: MigrateMode,
+        synchronous: Synchronous,
+        busy_timeout: float | None,
+        chunk_size: int | None,
+        page_size: int | None,
+        max_metadata_bytes: int,
+        vfs: str | None,
+    ) -> Database:
+        if migrate_mode not in ("auto", "never", "check"):
+            raise errors.InvalidInputError(
+                f"migrate must be 'auto', 'never' or 'check', not {migrate_mode!r}"
+            )
+        if synchronous not in ("off", "normal", "full", "extra"):
+            raise errors.InvalidInputError(
+                f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
+            )
+        if chunk_size is not None and not (
+            blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
+        ):
+            raise errors.InvalidInputError(
+                f"chunk_size must be between {blobs.MIN_CHUNK_SIZE} and {blobs.MAX_CHUNK_SIZE}"
+            )
+        if page_size is not None and (
+            page_size < 4096 or page_size > 65536 or page_size & (page_size - 1)
+        ):
+            raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+
+        kind, facts = files.inspect_path(path)
+        if kind is files.FileKind.MISSING:
+            if readonly or not create:
+                raise errors.DatabaseFileError(
+                    f"{path} does not exist; create it with ckptdb.open(path) or `ckptdb init`"
+                )
+            files.create_private_file(path)
+            kind, facts = files.inspect_path(path)
+        fresh = kind is files.FileKind.EMPTY
+        if kind is files.FileKind.SQLITE:
+            assert facts is not None
+            if facts.application_id not in (0, APPLICATION_ID):
+                raise errors.NotCkptdbError(
+                    f"{path} is an SQLite database of another application (application_id "
+                    f"{facts.application_id:#x}); ckptdb will not touch it"
+                )
+            fresh = _probe_existing(path, facts)
+        if fresh and readonly:
+            raise errors.DatabaseFileError(f"{path} is empty; it is not a ckptdb database yet")
+
+        def connect() -> Connection:
+            return open_connection(
+                path,
+                readonly=readonly,
+                synchronous=synchronous,
+                busy_timeout=busy_timeout,
+                vfs=vfs,
+            )
+
+        conn = connect()
+        try:
+            core = migrate.core_set()
+            if fresh:
+                initialize_new_file(conn, page_size or DEFAULT_PAGE_SIZE)
+            elif not readonly:
+                ensure_wal(conn)
+            pending = migrate.check_history(conn, core)
+            if pending and migrate_mode == "never":
+                raise errors.MigrationPendingError(
+                    f"{path} is at schema version {migrate.user_version(conn)} and needs "
+                    f"migrations {', '.join(f'{m.version}_{m.name}' for m in pending)}; open it "
+                    "with migrate='auto' or run `ckptdb migrate DB up`",
+                    pending=[m.version for m in pending],
+                )
+            if pending and migrate_mode == "auto":
+                if readonly:
+                    raise errors.MigrationPendingError(
+                        f"{path} needs schema migrations but was opened read-only; open it "
+                        "read-write once (or run `ckptdb migrate DB up`)",
+                        pending=[m.version for m in pending],
+                    )
+                migrate.apply_pending(conn, core)
+                pending = []
+            if fresh:
+                size = chunk_size or blobs.DEFAULT_CHUNK_SIZE
+                with conn.write_transaction():
+                    conn.execute(
+                        "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)",
+                        (str(size),),
+                    )
+            stored = catalog.setting(conn, "chunk_size") if not pending else None
+            effective_chunk = int(stored) if stored else blobs.DEFAULT_CHUNK_SIZE
+        except BaseException:
+            conn.close()
+            raise
+        return cls(
+            conn,
+            path=path,
+            chunk_size=effective_chunk,
+            max_metadata_bytes=max_metadata_bytes,
+            pending=pending,
+            reopen=connect,
+        )
+
+    def close(self) -> None:
+        """Close the database. Further calls raise ClosedError; closing twice is fine."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The database file path."""
+        return self._path
+
+    @property
+    def chunk_size(self) -> int:
+        """Chunk size of this file in bytes (fixed at creation)."""
+        return self._chunk_size
+
+    @property
+    def readonly(self) -> bool:
+        """True when opened read-only."""
+        return self._conn.readonly
+
+    @contextmanager
+    def _use(self, *, write: bool = False) -> Iterator[Connection]:
+        with self._lock:
+            if self._closed:
+                raise errors.ClosedError("the database handle is closed; open it again")
+            if self._pending:
+                raise errors.MigrationPendingError(
+                    f"{self._path} needs schema migrations "
+                    f"{[m.version for m in self._pending]} before it can be used; open it with "
+                    "migrate='auto' or run `ckptdb migrate DB up`"
+                )
+            if self._broken:
+                # A failed COMMIT could not be resolved on a fresh connection; try again now.
+                self._conn = self._reopen()
+                self._blobs = BlobStore(self._conn, self._chunk_size)
+                self._broken = False
+            if write and self._conn.readonly:
+                raise errors.ReadOnlyError(f"{self._path} was opened read-only")
+            yield self._conn
+
+    # -- committing ------------------------------------------------------------------------
+
+    def commit(
+        self,
+        namespace: str,
+        entries: Mapping[str, Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expect_current: str | _Unset | None = UNSET,
+        reason: str = "commit",
+    ) -> models.CommitAck:
+        """Publish a checkpoint atomically and move the namespace's CURRENT to it.
+
+        ``entries`` maps names (POSIX relative paths) to bytes, str, a path, a binary file
+        object or :class:`ckptdb.Entry`. ``expect_current`` turns the commit into a
+        compare-and-swap: pass the id you expect CURRENT to be (or None for "the namespace
+        must be empty"); on mismatch ConflictError names both ids and nothing is written.
+
+        Idempotent: committing content identical to CURRENT's (on the same parent) returns
+        CURRENT's id with ``created=False``; a retry after CommitOutcomeUnknownError
+        therefore converges whether or not the first attempt landed.
+        """
+        ns = validation.namespace(namespace)
+        metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
+        if not isinstance(expect_current, _Unset) and expect_current is not None:
+            validation.checkpoint_id(expect_current)
+        if not isinstance(reason, str) or not reason or len(reason) > 200:
+            raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
+        if not isinstance(entries, Mapping):
+            raise errors.InvalidEntryError(
+                f"entries must be a mapping of name -> value, got {type(entries).__name__}"
+            )
+        if len(entries) > validation.MAX_ENTRIES:
+            raise errors.InvalidEntryError(
+                f"{len(entries)} entries; a checkpoint holds at most {validation.MAX_ENTRIES}"
+            )
+        names = sorted(validation.entry_name(n) for n in entries)
+        validation.entry_names_consistent(names)
+        with self._use(write=True) as conn:
+            now = _now_ms()
+            budget = [blobs.INLINE_BUDGET]
+            prepared: list[PreparedEntry] = []
+            for name in names:
+                value = entries[name]
+                media_type = schema = None
+                if isinstance(value, Entry):
+                    media_type, schema, value = value.media_type, value.schema, value.value
+                blob = self._blobs.prepare(value, budget, now)
+                prepared.append(PreparedEntry(name, blob, media_type, schema))
+            plan = CommitPlan(ns, prepared, metadata_json, expect_current, reason)
+            try:
+                with conn.write_transaction():
+                    return publish(conn, self._blobs, plan, _now_ms())
+            except errors.CommitOutcomeUnknownError as exc:
+                return self._resolve_unknown_outcome(plan, exc)
+
+    def _resolve_unknown_outcome(
+        self, plan: CommitPlan, failure: errors.CommitOutcomeUnknownError
+    ) -> models.CommitAck:
+        """COMMIT failed: reopen, read CURRENT, and acknowledge only what a successful
+        commit has since made durable."""
+        try:
+            self._conn.close()
+            self._conn = self._reopen()
+            self._blobs = BlobStore(self._conn, self._chunk_size)
+            conn = self._conn
+            with conn.write_transaction():
+                ptr = catalog.pointer(conn, plan.namespace)
+                landed = ptr is not None and ptr.current_id == plan.attempted_id
+                if landed:
+                    assert ptr is not None
+                    confirm(conn, ptr, _now_ms())
+        except errors.CkptdbError as exc:
+            self._broken = True
+            raise errors.CommitOutcomeUnknownError(
+                f"{failure} Confirming it after reopening failed too ({exc}).",
+                namespace=plan.namespace,
+                checkpoint_id=plan.attempted_id,
+            ) from exc
+        if not landed:
+            raise errors.CommitOutcomeUnknownError(
+                f"COMMIT failed ({failure.__cause__}); after reopening, CURRENT of "
+                f"{plan.namespace!r} does not name {str(plan.attempted_id)[:12]}, so nothing "
+                "was published. Retrying the commit is safe.",
+                namespace=plan.namespace,
+                checkpoint_id=plan.attempted_id,
+            ) from failure
+        assert ptr is not None
+        logical = sum(e.blob.size for e in plan.entries)
+        return models.CommitAck(
+            checkpoint_id=ptr.current_id,
+            namespace=plan.namespace,
+            parent_id=ptr.current_parent_id,
+            generation=ptr.current_generation,
+            pointer_revision=ptr.revision,
+            created=True,
+            entry_count=len(plan.entries),
+            logical_bytes=logical,
+            bytes_stored=0,
+            bytes_deduplicated=logical,
+            committed_at=models.from_ms(ptr.updated_at_ms),
+        )
+
+    def set_current(
+        self,
+        namespace: str,
+        checkpoint_id: str,
+        *,
+        expect_current: str | _Unset | None = UNSET,
+        reason: str = "set_current",
+    ) -> models.Pointer:
+        """Explicitly move CURRENT to an existing checkpoint of the namespace (e.g. roll back
+        to a verified ancestor). The move is recorded in the pointer history."""
+        ns = validation.namespace(namespace)
+        validation.checkpoint_id(checkpoint_id)
+        with self._use(write=True) as conn, conn.write_transaction():
+            target = catalog.require_checkpoint(conn, checkpoint_id)
+            if target.namespace != ns:
+                raise errors.InvalidReferenceError(
+                    f"checkpoint {checkpoint_id[:12]} belongs to namespace "
+                    f"{target.namespace!r}, not {ns!r}"
+                )
+            ptr = catalog.pointer(conn, ns)
+            current = ptr.current_id if ptr else None
+            if not isinstance(expect_current, _Unset) and expect_current != current:
+                raise errors.ConflictError(
+                    f"namespace {ns!r}: expected CURRENT {expect_current} but it is {current}",
+                    expected=expect_current,
+                    actual=current,
+                )
+            move_pointer(
+                conn,
+                namespace=ns,
+                namespace_id=target.namespace_id,
+                previous=ptr,
+                new_seq=target.seq,
+                new_id=target.id,
+                reason=reason,
+                now_ms=_now_ms(),
+            )
+            new = catalog.pointer(conn, ns)
+            assert new is not None
+            return _pointer_model(new)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _handle(self, conn: Connection, row: catalog.CheckpointRow) -> Checkpoint:
+        return Checkpoint(self, row, catalog.entries_of(conn, row.seq))
+
+    def current(self, namespace: str) -> Checkpoint | None:
+        """The CURRENT checkpoint of a namespace, or None when it has none.
+
+        Raises CorruptionError if its manifest no longer matches its id."""
+        ns = validation.namespace(namespace)
+        with self._use() as conn, conn.read_transaction():
+            ptr = catalog.pointer(conn, ns)
+            if ptr is None:
+                return None
+            catalog.check_pointer(ptr)
+            row = catalog.checkpoint_by_id(conn, ptr.current_id)
+            assert row is not None  # the foreign key guarantees it
+            return self._handle(conn, row)
+
+    def get(self, checkpoint_id: str) -> Checkpoint:
+        """Any stored checkpoint by full id (see :meth:`resolve` for short forms)."""
+        with self._use() as conn, conn.read_transaction():
+            return self._handle(conn, catalog.require_checkpoint(conn, checkpoint_id))
+
+    def pointer(self, namespace: str) -> models.Pointer | None:
+        """The CURRENT pointer of a namespace (ids, revision, digest), or None."""
+        ns = validation.namespace(namespace)
+        with self._use() as conn:
+            ptr = catalog.pointer(conn, ns)
+            return None if ptr is None else _pointer_model(ptr)
+
+    def history(self, namespace: str, *, limit: int | None = None) -> list[models.PointerMove]:
+        """Every move of the namespace's CURRENT pointer, newest first."""
+        ns = validation.namespace(namespace)
+        with self._use() as conn:
+            return [
+                models.PointerMove(
+                    namespace=h.namespace,
+                    revision=h.revision,
+                    current_id=h.current_id,
+                    fallback_id=h.fallback_id,
+                    previous_digest=h.previous_digest,
+                    digest=h.digest,
+                    reason=h.reason,
+                    at=models.from_ms(h.at_ms),
+                )
+                for h in catalog.history(conn, ns, limit)
+            ]
+
+    def lineage(self, namespace: str, *, limit: int | None = None) -> list[models.CheckpointInfo]:
+        """CURRENT and its stored ancestors, newest first, following parent links."""
+        ns = validation.namespace(namespace)
+        with self._use() as conn, conn.read_transaction():
+            ptr = catalog.pointer(conn, ns)
+            if ptr is None:
+                return []
+            out = []
+            for row in catalog.lineage(conn, ptr.current_id, limit):
+                out.append(checkpoint_info(row, catalog.entries_of(conn, row.seq)))
+            return out
+
+    def namespaces(self) -> list[models.NamespaceInfo]:
+        """Every namespace that has a CURRENT pointer, by name."""
+        with self._use() as conn, conn.read_transaction():
+            counts = catalog.checkpoint_counts(conn)
+            return [
+                models.NamespaceInfo(
+                    name=p.namespace,
+                    current_id=p.current_id,
+                    fallback_id=p.fallback_id,
+                    generation=p.current_generation,
+                    revision=p.revision,
+                    checkpoint_count=counts.get(p.namespace_id, 0),
+                    updated_at=models.from_ms(p.updated_at_ms),
+                )
+                for p in catalog.all_pointers(conn)
+            ]
+
+    def resolve(self, ref: str) -> str:
+        """Turn a reference into a full checkpoint id.
+
+        Accepts a full id, a unique hex prefix of at least 8 characters, ``NS@current``,
+        ``NS@fallback`` or ``NS~N`` (N generations back from CURRENT along the lineage).
+        """
+        if not isinstance(ref, str) or not ref:
+            raise errors.InvalidReferenceError("empty checkpoint reference")
+        with self._use() as conn, conn.read_transaction():
+            for suffix in ("@current", "@fallback"):
+                if ref.endswith(suffix) and len(ref) > len(suffix):
+                    ns = validation.namespace(ref[: -len(suffix)])
+                    ptr = catalog.pointer(conn, ns)
+                    if ptr is None:
+                        raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
+                    target = ptr.current_id if suffix == "@current" else ptr.fallback_id
+                    if target is None:
+                        raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
+                    return target
+            head, sep, tail = ref.rpartition("~")
+            if sep and head and tail.isdigit():
+                ns = validation.namespace(head)
+                back = int(tail)
+                ptr = catalog.pointer(conn, ns)
+                if ptr is None:
+                    raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
+                walk = catalog.lineage(conn, ptr.current_id, back + 1)
+                if len(walk) <= back:
+                    raise errors.CheckpointNotFoundError(
+                        f"{ref}: the stored lineage of {ns!r} is only {len(walk)} deep"
+                    )
+                return walk[back].id
+            lowered = ref.lower()
+            if validation.is_full_id(lowered):
+                catalog.require_checkpoint(conn, lowered)
+                return lowered
+            if len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered):
+                found = catalog.checkpoint_ids_by_prefix(conn, lowered)
+                if not found:
+                    raise errors.CheckpointNotFoundError(f"no checkpoint id starts with {ref!r}")
+                if len(found) > 1:
+                    raise errors.InvalidReferenceError(
+                        f"{ref!r} matches several checkpoints; give more characters"
+                    )
+                return found[0]
+        raise errors.InvalidReferenceError(
+            f"{ref!r} is not a checkpoint reference: give a full id, a unique prefix of at "
+            "least 8 hex characters, NS@current, NS@fallback or NS~N"
+        )
+
+    # -- entry bytes (used by Checkpoint) ----------------------------------------------------
+
+    def _read_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> bytes:
+        where = {"checkpoint_id": cp.id, "entry": entry.name}
+        with self._use() as conn, conn.read_transaction():
+            return self._blobs.read_all(entry.blob_id, entry.digest, entry.size, where)
+
+    def _open_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> IO[bytes]:
+        if entry.chunk_count == 0:
+            return io.BytesIO(self._read_entry(cp, entry))
+        where = {"checkpoint_id": cp.id, "entry": entry.name}
+        return io.BufferedReader(_LockedReader(self, entry, where), buffer_size=256 * 1024)
+
+    def _iter_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> Iterator[bytes]:
+        if entry.chunk_count == 0:
+            yield self._read_entry(cp, entry)
+            return
+        where = {"checkpoint_id": cp.id, "entry": entry.name}
+        yield from _LockedReader(self, entry, where).iter_chunks()
+
+    # -- load with fallback ---------------------------------------------------------------
+
+    def load(
+        self,
+        namespace: str,
+        *,
+        fallback: bool = False,
+        validator: Validator | None = None,
+    ) -> LoadResult:
+        """Load CURRENT after verifying its manifest and every byte of every entry.
+
+        Without ``fallback`` any corruption (or a rejection by ``validator``) raises. With
+        ``fallback=True`` the lineage is walked from CURRENT along parent links and the first
+        checkpoint that verifies and that the validator accepts is returned with
+        ``disposition="degraded_fallback"`` and a stored receipt naming what was rejected
+        and why. CURRENT itself is never moved (use :meth:`set_current` for that). When
+        nothing is usable, NoUsableCheckpointError says so.
+
+        ``validator(checkpoint)`` accepts by returning (anything but False); it rejects by
+        returning False or raising an exception, whose message goes into the receipt.
+        """
+        ns = validation.namespace(namespace)
+        with self._use() as conn:
+            return load_with_fallback(self, conn, ns, fallback=fallback, validator=validator)
+
+    # -- verification --------------------------------------------------------------------
+
+    def verify(self, *, quick: bool = False) -> models.VerifyReport:
+        """Check the whole file: SQLite integrity, every chunk and blob digest, every
+        manifest id, every pointer and its history chain. ``quick`` skips reading blob
+        bytes (structure and manifests only). The report lists each problem found."""
+        with self._use() as conn:
+            return verify_database(self, conn, quick=quick)
+
+    def receipts(
+        self, *, kind: str | None = None, limit: int | None = None
+    ) -> list[models.Receipt]:
+        """Stored receipts, newest first, optionally of one kind."""
+        with self._use() as conn:
+            return list_receipts(conn, kind=kind, limit=limit)
+
+    def _record_receipt(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> int | None:
+        """Store a receipt; returns its id (None on a read-only handle)."""
+        if self._conn.readonly:
+            return None
+        with self._use(write=True) as conn, conn.write_transaction():
+            return store_receipt(
+                conn, kind, body, namespace=namespace, checkpoint_id=checkpoint_id, at_ms=_now_ms()
+            )
+
+
+class _LockedReader(io.RawIOBase):
+    """A chunked-entry stream that takes the database lock for each chunk it reads."""
+
+    def __init__(self, db: Database, entry: catalog.EntryRow, where: dict[str, Any]) -> None:
+        super().__init__()
+        self._db = db
+        with db._use():
+            self._inner = blobs.ChunkedBlobReader(
+                db._blobs, entry.blob_id, entry.digest, entry.size, where
+            )
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        with self._db._use():
+            return self._inner.readinto(buffer)
+
+    def readall(self) -> bytes:
+        with self._db._use():
+            return self._inner.readall()
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """Verified chunk-sized pieces."""
+        pieces = self._inner.iter_chunks()
+        while True:
+            with self._db._use():
+                piece = next(pieces, None)
+            if piece is None:
+                return
+            yield piece
+
+
+def _pointer_model(ptr: catalog.PointerRow) -> models.Pointer:
+    return models.Pointer(
+        namespace=ptr.namespace,
+        current_id=ptr.current_id,
+        fallback_id=ptr.fallback_id,
+        revision=ptr.revision,
+        digest=ptr.digest,
+        previous_digest=ptr.previous_digest,
+        updated_at=models.from_ms(ptr.updated_at_ms),
+    )

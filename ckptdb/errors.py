@@ -1,0 +1,278 @@
+"""The ckptdb error hierarchy.
+
+Every error a caller can see is a :class:`CkptdbError` with a stable ``code`` (a short
+snake_case string that never changes once released), a message that says what happened and
+what to do, and ``retryable`` telling whether the same call may succeed if repeated.
+Programs should branch on ``code`` or on the class, never on the message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class CkptdbError(Exception):
+    """Base class of every error raised by ckptdb."""
+
+    code: ClassVar[str] = "ckptdb_error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: ``code``, ``message``, ``retryable`` and details."""
+        out: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+        }
+        for key, value in self.details.items():
+            if value is None or isinstance(value, str | int | float | bool):
+                out[key] = value
+            elif isinstance(value, list | tuple):
+                out[key] = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]
+            else:
+                out[key] = str(value)
+        return out
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+class InvalidInputError(CkptdbError):
+    """An argument was rejected before anything was written."""
+
+    code = "invalid_input"
+
+
+class InvalidNameError(InvalidInputError):
+    """An entry name is not a safe POSIX relative path."""
+
+    code = "invalid_entry_name"
+
+
+class InvalidNamespaceError(InvalidInputError):
+    """A namespace name is empty, too long or contains forbidden characters."""
+
+    code = "invalid_namespace"
+
+
+class InvalidMetadataError(InvalidInputError):
+    """Metadata is not a JSON object of bounded size."""
+
+    code = "invalid_metadata"
+
+
+class InvalidEntryError(InvalidInputError):
+    """An entry value cannot be read (wrong type, not a regular file, a symlink, ...)."""
+
+    code = "invalid_entry"
+
+
+class InvalidReferenceError(InvalidInputError):
+    """A checkpoint reference (id, prefix, ``ns@current``, ``ns~N``) is malformed or ambiguous."""
+
+    code = "invalid_reference"
+
+
+class UnsafePathError(InvalidInputError):
+    """A filesystem path would follow a symlink or escape its target directory."""
+
+    code = "unsafe_path"
+
+
+# --- lookups ---------------------------------------------------------------------------
+
+
+class NotFoundError(CkptdbError):
+    """Something named by the caller does not exist."""
+
+    code = "not_found"
+
+
+class CheckpointNotFoundError(NotFoundError):
+    """No checkpoint has the given id (it never existed or was garbage-collected)."""
+
+    code = "checkpoint_not_found"
+
+
+class EntryNotFoundError(NotFoundError):
+    """The checkpoint has no entry with the given name."""
+
+    code = "entry_not_found"
+
+
+class NamespaceNotFoundError(NotFoundError):
+    """The namespace has no CURRENT checkpoint."""
+
+    code = "namespace_not_found"
+
+
+# --- concurrency and publishing -----------------------------------------------------------
+
+
+class ConflictError(CkptdbError):
+    """Compare-and-swap failed: CURRENT is not what the caller expected. Nothing was written."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, expected: str | None, actual: str | None, **kw: Any):
+        super().__init__(message, expected=expected, actual=actual, **kw)
+        self.expected = expected
+        self.actual = actual
+
+
+class ChunkMissingError(CkptdbError):
+    """A staged chunk vanished before the commit referenced it (GC reclaimed it); retry."""
+
+    code = "chunk_missing"
+    retryable = True
+
+
+class CommitOutcomeUnknownError(CkptdbError):
+    """COMMIT itself failed: the checkpoint may or may not be durable.
+
+    No acknowledgement was given. Calling ``commit`` again with the same arguments is safe
+    and converges: it returns the same checkpoint id whether or not the first attempt landed.
+    """
+
+    code = "commit_outcome_unknown"
+    retryable = True
+
+
+class BusyTimeoutError(CkptdbError):
+    """Another connection held the write lock longer than the busy timeout."""
+
+    code = "busy_timeout"
+    retryable = True
+
+
+class StorageError(CkptdbError):
+    """The operating system reported an I/O error; the transaction was rolled back."""
+
+    code = "io_error"
+    retryable = True
+
+
+class DiskFullError(StorageError):
+    """The disk (or a quota) is full; the transaction was rolled back."""
+
+    code = "disk_full"
+
+
+class ReadOnlyError(CkptdbError):
+    """A write was attempted on a database opened read-only."""
+
+    code = "read_only"
+
+
+class ClosedError(CkptdbError):
+    """The database handle was closed."""
+
+    code = "closed"
+
+
+# --- integrity ------------------------------------------------------------------------
+
+
+class CorruptionError(CkptdbError):
+    """Stored bytes or rows do not match their digests. No wrong bytes were returned."""
+
+    code = "corrupt"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        checkpoint_id: str | None = None,
+        entry: str | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, checkpoint_id=checkpoint_id, entry=entry, **kw)
+        self.checkpoint_id = checkpoint_id
+        self.entry = entry
+
+
+class ValidatorRejectedError(CkptdbError):
+    """The host-supplied validator rejected a checkpoint."""
+
+    code = "rejected_by_validator"
+
+    def __init__(self, message: str, *, checkpoint_id: str, **kw: Any) -> None:
+        super().__init__(message, checkpoint_id=checkpoint_id, **kw)
+        self.checkpoint_id = checkpoint_id
+
+
+class NoUsableCheckpointError(CkptdbError):
+    """Neither CURRENT nor any ancestor along its lineage verified."""
+
+    code = "no_usable_checkpoint"
+
+
+# --- the file itself and its schema ----------------------------------------------------
+
+
+class DatabaseFileError(CkptdbError):
+    """The file cannot be used as a ckptdb database. It was not modified."""
+
+    code = "bad_database_file"
+
+
+class NotADatabaseError(DatabaseFileError):
+    """The file is not an SQLite database at all."""
+
+    code = "not_a_database"
+
+
+class NotCkptdbError(DatabaseFileError):
+    """The file is an SQLite database that belongs to some other application."""
+
+    code = "not_ckptdb"
+
+
+class TruncatedDatabaseError(DatabaseFileError):
+    """The file is shorter than its own header says: it was truncated or partly copied."""
+
+    code = "truncated_database"
+
+
+class SchemaError(CkptdbError):
+    """The database schema and this version of ckptdb do not agree."""
+
+    code = "schema_error"
+
+
+class SchemaTooNewError(SchemaError):
+    """The database was written by a newer ckptdb; upgrade ckptdb to open it."""
+
+    code = "schema_too_new"
+
+
+class MigrationChecksumError(SchemaError):
+    """An applied migration differs from the one this ckptdb ships (it was edited)."""
+
+    code = "migration_checksum_mismatch"
+
+
+class MigrationHistoryError(SchemaError):
+    """The recorded migration history has a gap or names a migration this ckptdb lacks."""
+
+    code = "migration_history_invalid"
+
+
+class MigrationPendingError(SchemaError):
+    """The database needs migrations and the caller asked not to apply them."""
+
+    code = "migration_pending"
+
+
+class MigrationFailedError(SchemaError):
+    """A migration failed; the database stays at the last completed version."""
+
+    code = "migration_failed"

@@ -1,0 +1,226 @@
+"""The migration runner: forward-only, checksummed, one transaction per migration.
+
+Migrations are SQL files named ``NNNN_slug.sql`` grouped in *migration sets*. The core set
+ships inside the wheel (``migrations/`` in the repository); an optional integration keeps its
+own tables in its own named set in the same file, versioned independently of the core.
+
+For every set the runner records version, name, checksum (sha256 of the file with line
+endings normalized), time and the ckptdb version that applied it in ``ckptdb_migration``; the
+core version is also kept in ``PRAGMA user_version`` so that a file written by a newer
+ckptdb is refused *before* any table is read or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+
+from . import __version__ as _version
+from . import errors
+from .connection import APPLICATION_ID, Connection
+from .resources import data_dir
+
+CORE = "core"
+_FILE_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file of a set."""
+
+    migration_set: str
+    version: int
+    name: str
+    sql: str
+    checksum: str
+
+
+@dataclass(frozen=True)
+class MigrationSet:
+    """An ordered, gap-free list of migrations sharing a name."""
+
+    name: str
+    migrations: tuple[Migration, ...]
+
+    @property
+    def latest(self) -> int:
+        """The version a database reaches after every migration of this set."""
+        return self.migrations[-1].version if self.migrations else 0
+
+    def get(self, version: int) -> Migration | None:
+        """The migration with that version, if this set has it."""
+        if 1 <= version <= len(self.migrations):
+            return self.migrations[version - 1]
+        return None
+
+
+@dataclass(frozen=True)
+class AppliedMigration:
+    """A row of ``ckptdb_migration``."""
+
+    migration_set: str
+    version: int
+    name: str
+    checksum: str
+    applied_at_ms: int
+    ckptdb_version: str
+
+
+def checksum_of(sql: str) -> str:
+    """Checksum of a migration's text (line endings normalized so checkouts agree)."""
+    return hashlib.sha256(sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def load_set(name: str, directory: Traversable) -> MigrationSet:
+    """Read every ``NNNN_slug.sql`` of ``directory`` as the migration set ``name``."""
+    found: list[Migration] = []
+    for item in directory.iterdir():
+        match = _FILE_NAME.fullmatch(item.name)
+        if not match:
+            continue
+        sql = item.read_text(encoding="utf-8")
+        found.append(Migration(name, int(match.group(1)), match.group(2), sql, checksum_of(sql)))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise errors.MigrationHistoryError(
+                f"migration set {name!r} ships version {migration.version} where {expected} "
+                "was expected; the installed package is incomplete"
+            )
+    return MigrationSet(name, tuple(found))
+
+
+_core_cache: MigrationSet | None = None
+
+
+def core_set() -> MigrationSet:
+    """The core migrations shipped with this ckptdb."""
+    global _core_cache  # noqa: PLW0603 - immutable, loaded once per process
+    if _core_cache is None:
+        _core_cache = load_set(CORE, data_dir("migrations"))
+    return _core_cache
+
+
+def user_version(conn: Connection) -> int:
+    """The core schema version recorded in the file header."""
+    return int(conn.pragma("user_version"))
+
+
+def applied(conn: Connection, migration_set: str) -> list[AppliedMigration]:
+    """Applied migrations of one set, oldest first (empty before the core's first)."""
+    if not conn.scalar(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ckptdb_migration'"
+    ):
+        return []
+    rows = conn.execute(
+        "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
+        " FROM ckptdb_migration WHERE migration_set = ? ORDER BY version",
+        (migration_set,),
+    )
+    return [AppliedMigration(*row) for row in rows]
+
+
+def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:
+    """Raise SchemaTooNewError when the file is newer than this code (reads only the header
+    for the core set, so a future schema is never touched)."""
+    if mset.name == CORE:
+        version = user_version(conn)
+    else:
+        rows = applied(conn, mset.name)
+        version = rows[-1].version if rows else 0
+    if version > mset.latest:
+        raise errors.SchemaTooNewError(
+            f"{conn.path} has {mset.name} schema version {version}, but this ckptdb "
+            f"({_version}) knows versions up to {mset.latest}. Upgrade ckptdb to a release "
+            f"that supports {mset.name} schema version {version} or newer; the file was not "
+            "modified."
+        )
+
+
+def check_history(conn: Connection, mset: MigrationSet) -> list[Migration]:
+    """Validate what was applied against what ships; return the pending migrations.
+
+    Refuses (without writing) a file newer than the code, an applied migration whose
+    checksum differs from the shipped file, and a history with gaps or unknown entries.
+    """
+    refuse_too_new(conn, mset)
+    rows = applied(conn, mset.name)
+    for expected, row in enumerate(rows, start=1):
+        shipped = mset.get(row.version)
+        if row.version != expected or shipped is None:
+            raise errors.MigrationHistoryError(
+                f"{conn.path}: the {mset.name} migration history is broken at version "
+                f"{row.version} (expected {expected}); the file was changed outside ckptdb. "
+                "Restore it from a backup."
+            )
+        if shipped.checksum != row.checksum:
+            raise errors.MigrationChecksumError(
+                f"{conn.path}: {mset.name} migration {row.version} ({row.name}) was applied "
+                f"with checksum {row.checksum[:12]}, but this ckptdb ships {shipped.checksum[:12]}"
+                ". The migration file was edited after release; reinstall an unmodified "
+                "ckptdb. The database was not modified."
+            )
+    current = rows[-1].version if rows else 0
+    if mset.name == CORE and user_version(conn) != current:
+        raise errors.MigrationHistoryError(
+            f"{conn.path}: PRAGMA user_version is {user_version(conn)} but the migration "
+            f"history ends at version {current}; the file was changed outside ckptdb"
+        )
+    return list(mset.migrations[current:])
+
+
+def apply_pending(
+    conn: Connection,
+    mset: MigrationSet,
+    *,
+    target: int | None = None,
+    on_applied: Callable[[Migration], None] | None = None,
+) -> list[Migration]:
+    """Apply pending migrations of ``mset`` up to ``target`` (default: all), in order, each
+    in its own ``BEGIN IMMEDIATE`` transaction. A failure rolls back that migration only:
+    the database stays at the last completed version."""
+    done: list[Migration] = []
+    goal = mset.latest if target is None else target
+    if goal > mset.latest or goal < 0:
+        raise errors.InvalidInputError(
+            f"cannot migrate {mset.name} to version {goal}: this ckptdb ships 1..{mset.latest}"
+        )
+    for migration in check_history(conn, mset):
+        if migration.version > goal:
+            break
+        with conn.write_transaction():
+            # Another process may have applied it while we waited for the write lock.
+            pending = check_history(conn, mset)
+            if not pending or pending[0].version != migration.version:
+                continue
+            try:
+                conn.execute_script(migration.sql)
+            except errors.CkptdbError as exc:
+                raise errors.MigrationFailedError(
+                    f"{mset.name} migration {migration.version} ({migration.name}) failed: "
+                    f"{exc}. The database is still at version {migration.version - 1}."
+                ) from exc
+            conn.execute(
+                "INSERT INTO ckptdb_migration (migration_set, version, name, checksum,"
+                " applied_at_ms, ckptdb_version) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    mset.name,
+                    migration.version,
+                    migration.name,
+                    migration.checksum,
+                    int(time.time() * 1000),
+                    _version,
+                ),
+            )
+            if mset.name == CORE:
+                conn.pragma("user_version", migration.version)
+                if migration.version == 1:
+                    conn.pragma("application_id", APPLICATION_ID)
+        done.append(migration)
+        if on_applied is not None:
+            on_applied(migration)
+    return done

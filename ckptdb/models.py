@@ -1,0 +1,161 @@
+"""Pydantic models returned to callers. All serialize to JSON (``model_dump_json``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def from_ms(ms: int) -> datetime:
+    """A UTC datetime from integer milliseconds since the epoch."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EntryInfo(_Model):
+    """One named item of a checkpoint."""
+
+    name: str
+    digest: str = Field(description="sha256 of the entry's bytes, lowercase hex")
+    size: int
+    media_type: str | None = None
+    schema_pin: str | None = None
+
+
+class CheckpointInfo(_Model):
+    """An immutable checkpoint manifest."""
+
+    id: str
+    namespace: str
+    parent_id: str | None
+    generation: int
+    created_at: datetime
+    metadata: dict[str, Any]
+    entries: list[EntryInfo]
+
+    @property
+    def total_size(self) -> int:
+        """Sum of the entry sizes (logical bytes)."""
+        return sum(e.size for e in self.entries)
+
+
+class CommitAck(_Model):
+    """Acknowledgement of a durable commit: returned only after COMMIT succeeded."""
+
+    checkpoint_id: str
+    namespace: str
+    parent_id: str | None
+    generation: int
+    pointer_revision: int
+    created: bool = Field(
+        description="False when the checkpoint was already CURRENT (an idempotent retry)"
+    )
+    entry_count: int
+    logical_bytes: int = Field(description="sum of entry sizes")
+    bytes_stored: int = Field(description="bytes of new blob content written by this commit")
+    bytes_deduplicated: int = Field(description="bytes that were already stored")
+    committed_at: datetime
+
+
+class Pointer(_Model):
+    """The CURRENT pointer of a namespace."""
+
+    namespace: str
+    current_id: str
+    fallback_id: str | None
+    revision: int
+    digest: str
+    previous_digest: str | None
+    updated_at: datetime
+
+
+class PointerMove(_Model):
+    """One row of a namespace's pointer history."""
+
+    namespace: str
+    revision: int
+    current_id: str
+    fallback_id: str | None
+    previous_digest: str | None
+    digest: str
+    reason: str
+    at: datetime
+
+
+class NamespaceInfo(_Model):
+    """A namespace and its CURRENT pointer."""
+
+    name: str
+    current_id: str
+    fallback_id: str | None
+    generation: int
+    revision: int
+    checkpoint_count: int
+    updated_at: datetime
+
+
+class Rejection(_Model):
+    """Why one checkpoint was not usable during a fallback walk."""
+
+    checkpoint_id: str
+    code: str
+    detail: str
+    entry: str | None = None
+
+
+class FallbackReceipt(_Model):
+    """What a ``load(..., fallback=True)`` did: requested, selected and rejected."""
+
+    kind: Literal["fallback"] = "fallback"
+    receipt_id: int | None = Field(description="row in the receipt table; None if not stored")
+    namespace: str
+    requested_id: str
+    selected_id: str | None
+    disposition: Literal["exact", "degraded_fallback", "none_usable"]
+    rejected: list[Rejection]
+    pointer_digest: str
+    at: datetime
+
+
+class Problem(_Model):
+    """One integrity problem found by ``verify``."""
+
+    code: str
+    detail: str
+    checkpoint_id: str | None = None
+    namespace: str | None = None
+    entry: str | None = None
+    digest: str | None = None
+
+
+class VerifyReport(_Model):
+    """Result of ``Database.verify``."""
+
+    ok: bool
+    quick: bool
+    sqlite_integrity: str
+    checkpoints_checked: int
+    blobs_checked: int
+    chunks_checked: int
+    bytes_checked: int
+    pointers_checked: int
+    problems: list[Problem]
+    receipt_id: int | None
+    at: datetime
+
+
+class Receipt(_Model):
+    """A stored receipt (fallback, verify, gc, migration, ...)."""
+
+    receipt_id: int
+    kind: str
+    namespace: str | None
+    checkpoint_id: str | None
+    at: datetime
+    body: dict[str, Any]
+    digest: str

@@ -1,0 +1,71 @@
+"""Receipts: durable, digest-bound records of what ckptdb did (fallback, verify, gc, ...)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import canonical, models
+from .connection import Connection
+
+
+def _bound(
+    kind: str, namespace: str | None, checkpoint_id: str | None, at_ms: int, body_json: str
+) -> dict[str, Any]:
+    return {
+        "at_ms": at_ms,
+        "body": body_json,
+        "checkpoint_id": checkpoint_id,
+        "kind": kind,
+        "namespace": namespace,
+    }
+
+
+def store_receipt(
+    conn: Connection,
+    kind: str,
+    body: dict[str, Any],
+    *,
+    namespace: str | None,
+    checkpoint_id: str | None,
+    at_ms: int,
+) -> int:
+    """Insert a receipt (inside the caller's write transaction); returns its id."""
+    body_json = canonical.dumps(body)
+    digest = canonical.receipt_digest(_bound(kind, namespace, checkpoint_id, at_ms, body_json))
+    conn.execute(
+        "INSERT INTO receipt (kind, namespace, checkpoint_id, at_ms, body, digest)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (kind, namespace, checkpoint_id, at_ms, body_json, digest),
+    )
+    return conn.last_insert_rowid()
+
+
+def digest_matches(
+    kind: str, namespace: str | None, checkpoint_id: str | None, at_ms: int, body: str, digest: str
+) -> bool:
+    """True when a stored receipt still matches its digest."""
+    return canonical.receipt_digest(_bound(kind, namespace, checkpoint_id, at_ms, body)) == digest
+
+
+def list_receipts(
+    conn: Connection, *, kind: str | None = None, limit: int | None = None
+) -> list[models.Receipt]:
+    """Stored receipts, newest first."""
+    rows = conn.execute(
+        "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
+        " WHERE ?1 IS NULL OR kind = ?1 ORDER BY receipt_id DESC LIMIT ?2",
+        (kind, -1 if limit is None else limit),
+    )
+    return [
+        models.Receipt(
+            receipt_id=r[0],
+            kind=r[1],
+            namespace=r[2],
+            checkpoint_id=r[3],
+            at=models.from_ms(r[4]),
+            body=json.loads(r[5]),
+            digest=r[6],
+        )
+        for r in rows
+    ]

@@ -1,0 +1,307 @@
+"""Whole-database verification: every byte, manifest, pointer and history link."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from . import canonical, catalog, errors, models, receipts
+from .connection import Connection
+
+if TYPE_CHECKING:
+    from .database import Database
+
+Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.problems: list[models.Problem] = []
+        self.bytes_checked = 0
+
+    def add(self, code: str, detail: str, **where: str | None) -> None:
+        self.problems.append(models.Problem(code=code, detail=detail, **where))
+
+
+def _phase(report: _Report, name: str, run: Callable[[], T], default: T) -> T:
+    """Run one phase; a damaged file that makes SQLite itself fail is reported, and the
+    remaining phases still run."""
+    try:
+        return run()
+    except errors.CkptdbError as exc:
+        report.add("unreadable", f"{name}: {exc.code}: {exc}")
+        return default
+
+
+def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        lines = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}(100)")]
+    except errors.CkptdbError as exc:  # a damaged file is a finding, not a crash
+        report.add("sqlite_integrity", f"{pragma} could not run: {exc}")
+        return f"error: {exc}"
+    if lines != ["ok"]:
+        for line in lines:
+            report.add("sqlite_integrity", line)
+        return "; ".join(lines[:5])
+    for row in conn.execute("PRAGMA foreign_key_check"):
+        report.add("foreign_key", f"table {row[0]} rowid {row[1]} references missing {row[2]}")
+    return "ok"
+
+
+def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tuple[set[int], int]:
+    """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
+    bad: set[int] = set()
+    total = int(conn.scalar("SELECT count(*) FROM chunk") or 0)
+    checked = 0
+    for chunk_id, digest, size, data in conn.iterate(
+        "SELECT c.chunk_id, c.digest, c.size, d.data FROM chunk c"
+        " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
+    ):
+        checked += 1
+        if data is None:
+            bad.add(chunk_id)
+            report.add("chunk_missing", f"chunk {chunk_id} has no bytes", digest=digest)
+        else:
+            report.bytes_checked += len(data)
+            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+                bad.add(chunk_id)
+                report.add(
+                    "chunk_corrupt", f"chunk {chunk_id} does not match its digest", digest=digest
+                )
+        if progress is not None:
+            progress("chunks", checked, total)
+    return bad, checked
+
+
+def _blobs(
+    conn: Connection,
+    bad_chunks: set[int],
+    quick: bool,
+    report: _Report,
+    progress: Progress | None,
+) -> tuple[set[int], int]:
+    """Verify every blob (inline bytes, or its chunk list and whole digest)."""
+    bad: set[int] = set()
+    total = int(conn.scalar("SELECT count(*) FROM blob") or 0)
+    checked = 0
+    for blob_id, digest, size, chunk_count, list_digest, inline in conn.iterate(
+        "SELECT blob_id, digest, size, chunk_count, chunk_list_digest,"
+        f" {'NULL' if quick else 'inline_data'} FROM blob"
+    ):
+        checked += 1
+        if progress is not None:
+            progress("blobs", checked, total)
+        if chunk_count == 0:
+            if quick:
+                continue
+            data = bytes(inline) if inline is not None else None
+            if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+                bad.add(blob_id)
+                report.add("blob_corrupt", "inline bytes do not match the digest", digest=digest)
+            else:
+                report.bytes_checked += len(data)
+            continue
+        chunks = conn.execute(
+            "SELECT bc.seq, bc.chunk_id, c.digest, c.size FROM blob_chunk bc"
+            " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ? ORDER BY bc.seq",
+            (blob_id,),
+        )
+        if (
+            len(chunks) != chunk_count
+            or [r[0] for r in chunks] != list(range(chunk_count))
+            or any(r[2] is None for r in chunks)
+            or canonical.chunk_list_digest(str(r[2]) for r in chunks) != list_digest
+            or sum(int(r[3]) for r in chunks) != size
+        ):
+            bad.add(blob_id)
+            report.add("blob_chunk_list", "the chunk list is incomplete or altered", digest=digest)
+            continue
+        if any(r[1] in bad_chunks for r in chunks):
+            bad.add(blob_id)
+            report.add("blob_corrupt", "a chunk of the blob is corrupt", digest=digest)
+            continue
+        if quick:
+            continue
+        whole = hashlib.sha256()
+        for r in chunks:
+            data = conn.scalar("SELECT data FROM chunk_data WHERE chunk_id = ?", (r[1],))
+            whole.update(data or b"")
+        if whole.hexdigest() != digest:
+            bad.add(blob_id)
+            report.add("blob_corrupt", "the chunks do not add up to the blob digest", digest=digest)
+    return bad, checked
+
+
+def _checkpoints(
+    conn: Connection, bad_blobs: set[int], report: _Report, progress: Progress | None
+) -> int:
+    """Recompute every manifest id; name the entries whose blobs are bad."""
+    total = int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
+    generations: dict[str, int] = dict(conn.execute("SELECT id, generation FROM checkpoint"))
+    checked = 0
+    row: catalog.CheckpointRow | None = None
+    entries: list[catalog.EntryRow] = []
+
+    def finish() -> None:
+        if row is None:
+            return
+        if len(entries) != row.entry_count or catalog.recomputed_id(row, entries) != row.id:
+            report.add(
+                "manifest_mismatch",
+                "the stored manifest does not hash to the id",
+                checkpoint_id=row.id,
+                namespace=row.namespace,
+            )
+        parent_generation = generations.get(row.parent_id or "")
+        if parent_generation is not None and parent_generation != row.generation - 1:
+            report.add(
+                "lineage_generation",
+                "parent generation is not generation - 1",
+                checkpoint_id=row.id,
+                namespace=row.namespace,
+            )
+        for e in entries:
+            if e.blob_id in bad_blobs:
+                report.add(
+                    "entry_corrupt",
+                    f"entry {e.name!r} has corrupt bytes",
+                    checkpoint_id=row.id,
+                    namespace=row.namespace,
+                    entry=e.name,
+                    digest=e.digest,
+                )
+
+    for r in conn.iterate(
+        "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
+        " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
+        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
+        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+        " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
+        " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
+    ):
+        if row is None or row.seq != r[0]:
+            finish()
+            checked += 1
+            if progress is not None:
+                progress("checkpoints", checked, total)
+            row = catalog.CheckpointRow(*r[:10])
+            entries = []
+        if r[10] is not None:
+            if r[12] is None:
+                report.add(
+                    "entry_blob_missing",
+                    f"entry {r[10]!r} names a missing blob",
+                    checkpoint_id=row.id,
+                    namespace=row.namespace,
+                    entry=r[10],
+                )
+                continue
+            entries.append(catalog.EntryRow(*r[10:17]))
+    finish()
+    return checked
+
+
+def _pointers(conn: Connection, report: _Report) -> int:
+    pointers = catalog.all_pointers(conn)
+    ns_of = {int(r[0]): str(r[1]) for r in conn.execute("SELECT namespace_id, name FROM namespace")}
+    for p in pointers:
+        expected = canonical.pointer_digest(
+            p.namespace, p.revision, p.current_id, p.fallback_id, p.previous_digest
+        )
+        if expected != p.digest:
+            report.add(
+                "pointer_mismatch",
+                "CURRENT does not match its digest",
+                namespace=p.namespace,
+                checkpoint_id=p.current_id,
+            )
+    heads = {p.namespace_id: p for p in pointers}
+    previous: dict[int, tuple[int, str]] = {}
+    for ns_id, revision, current, fallback, prev_digest, digest in conn.iterate(
+        "SELECT namespace_id, revision, current_id, fallback_id, previous_digest, digest"
+        " FROM pointer_history ORDER BY namespace_id, revision"
+    ):
+        ns = ns_of.get(ns_id, f"#{ns_id}")
+        if canonical.pointer_digest(ns, revision, current, fallback, prev_digest) != digest:
+            report.add(
+                "history_mismatch", f"pointer history revision {revision} was altered", namespace=ns
+            )
+        before = previous.get(ns_id)
+        if before is not None and (before[0] + 1 != revision or before[1] != prev_digest):
+            report.add(
+                "history_chain", f"pointer history breaks before revision {revision}", namespace=ns
+            )
+        previous[ns_id] = (revision, digest)
+    for ns_id, p in heads.items():
+        last = previous.get(ns_id)
+        if last is None or last != (p.revision, p.digest):
+            report.add(
+                "history_chain",
+                "CURRENT is not the last entry of its history",
+                namespace=p.namespace,
+            )
+    return len(pointers)
+
+
+def _receipts(conn: Connection, report: _Report) -> None:
+    for rid, kind, ns, cid, at_ms, body, digest in conn.iterate(
+        "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
+    ):
+        if not receipts.digest_matches(kind, ns, cid, at_ms, body, digest):
+            report.add(
+                "receipt_mismatch",
+                f"receipt {rid} ({kind}) was altered",
+                namespace=ns,
+                checkpoint_id=cid,
+            )
+
+
+def verify_database(
+    db: Database, conn: Connection, *, quick: bool, progress: Progress | None = None
+) -> models.VerifyReport:
+    """See :meth:`ckptdb.Database.verify`."""
+    report = _Report()
+    no_ids: tuple[set[int], int] = (set(), 0)
+    with conn.read_transaction():
+        integrity = _sqlite_checks(conn, quick, report)
+        bad_chunks, chunks_checked = (
+            no_ids
+            if quick
+            else _phase(report, "chunks", lambda: _chunks(conn, report, progress), no_ids)
+        )
+        bad_blobs, blobs_checked = _phase(
+            report, "blobs", lambda: _blobs(conn, bad_chunks, quick, report, progress), no_ids
+        )
+        checkpoints_checked = _phase(
+            report, "checkpoints", lambda: _checkpoints(conn, bad_blobs, report, progress), 0
+        )
+        pointers_checked = _phase(report, "pointers", lambda: _pointers(conn, report), 0)
+        _phase(report, "receipts", lambda: _receipts(conn, report), None)
+    now_ms = time.time_ns() // 1_000_000
+    ok = not report.problems
+    body = {
+        "ok": ok,
+        "quick": quick,
+        "problems": len(report.problems),
+        "codes": sorted({p.code for p in report.problems}),
+        "checkpoints_checked": checkpoints_checked,
+        "bytes_checked": report.bytes_checked,
+    }
+    receipt_id = db._record_receipt("verify", body)
+    return models.VerifyReport(
+        ok=ok,
+        quick=quick,
+        sqlite_integrity=integrity,
+        checkpoints_checked=checkpoints_checked,
+        blobs_checked=blobs_checked,
+        chunks_checked=chunks_checked,
+        bytes_checked=report.bytes_checked,
+        pointers_checked=pointers_checked,
+        problems=report.problems,
+        receipt_id=receipt_id,
+        at=models.from_ms(now_ms),
+    )

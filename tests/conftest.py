@@ -1,0 +1,75 @@
+"""Shared fixtures: real database files in a temporary directory, helpers for processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ckptdb
+
+REPO = Path(__file__).resolve().parent.parent
+# The reliability harness (fault VFS, crash workers) lives in tools/ and is shared with it.
+sys.path.insert(0, str(REPO / "tools"))
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Path of a database file that does not exist yet."""
+    return tmp_path / "test.ckpt"
+
+
+@pytest.fixture
+def db(db_path: Path) -> Iterator[ckptdb.Database]:
+    """A fresh database, closed after the test."""
+    handle = ckptdb.open(db_path)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (to prove a file was not modified)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def all_files_digest(path: Path) -> dict[str, str | None]:
+    """Digests of the database file and its -wal/-shm (None when absent)."""
+    out: dict[str, str | None] = {}
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        out[suffix or "db"] = file_digest(p) if p.exists() else None
+    return out
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child Python processes that must import this ckptdb and tools/."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "tools"), str(REPO / "tests"), env.get("PYTHONPATH", "")]
+    )
+    return env
+
+
+def raw_sql(
+    path: str | Path, sql: str, params: tuple[object, ...] = ()
+) -> list[tuple[object, ...]]:
+    """Run one statement on the file outside ckptdb's API (to inspect or tamper with it).
+
+    Deliberately through apsw -- the same SQLite library ckptdb uses -- and never through
+    Python's sqlite3 while a ckptdb handle is open in this process: two different SQLite
+    libraries in one process do not share their POSIX lock bookkeeping, so closing one
+    silently drops the other's locks (the classic way to corrupt a WAL database).
+    """
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    try:
+        return [tuple(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()

@@ -1,0 +1,185 @@
+"""Verified reads and explicit, receipted fallback when the newest checkpoint is damaged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import raw_sql
+
+import ckptdb
+from ckptdb import errors
+
+CHUNK = 64 * 1024
+
+
+def _corrupt_blob(db_path: str, digest: str) -> None:
+    """Flip one byte of a blob's stored bytes (inline, or its first chunk)."""
+    blob_id, chunk_count, inline = raw_sql(
+        db_path, "SELECT blob_id, chunk_count, inline_data FROM blob WHERE digest = ?", (digest,)
+    )[0]
+    if chunk_count == 0:
+        data = bytearray(inline)  # type: ignore[arg-type]
+        data[len(data) // 2] ^= 0x01
+        raw_sql(
+            db_path, "UPDATE blob SET inline_data = ? WHERE blob_id = ?", (bytes(data), blob_id)
+        )
+        return
+    chunk_id = raw_sql(
+        db_path, "SELECT chunk_id FROM blob_chunk WHERE blob_id = ? AND seq = 0", (blob_id,)
+    )[0][0]
+    data = bytearray(
+        raw_sql(db_path, "SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))[0][0]
+    )  # type: ignore[arg-type]
+    data[7] ^= 0x80
+    raw_sql(db_path, "UPDATE chunk_data SET data = ? WHERE chunk_id = ?", (bytes(data), chunk_id))
+
+
+@pytest.fixture
+def chunked(db_path: Path) -> ckptdb.Database:
+    return ckptdb.open(db_path, chunk_size=CHUNK)
+
+
+def test_corrupt_chunk_makes_load_raise_and_fallback_return_parent(
+    chunked: ckptdb.Database,
+) -> None:
+    db = chunked
+    parent = db.commit("brain", {"model.bin": os.urandom(3 * CHUNK + 5), "s": b"1"})
+    head = db.commit("brain", {"model.bin": os.urandom(3 * CHUNK + 5), "s": b"2"})
+    digest = db.get(head.checkpoint_id).entries["model.bin"].digest
+    _corrupt_blob(db.path, digest)
+
+    cp = db.current("brain")
+    assert cp is not None
+    with pytest.raises(errors.CorruptionError) as exc:
+        cp.read("model.bin")
+    assert exc.value.checkpoint_id == head.checkpoint_id and exc.value.entry == "model.bin"
+    with cp.open("model.bin") as fh, pytest.raises(errors.CorruptionError):
+        fh.read()
+
+    with pytest.raises(errors.CorruptionError) as exc2:
+        db.load("brain")
+    assert exc2.value.code == "corrupt"
+
+    loaded = db.load("brain", fallback=True)
+    assert loaded.disposition == "degraded_fallback" and loaded.degraded
+    assert loaded.checkpoint.id == parent.checkpoint_id
+    receipt = loaded.receipt
+    assert receipt is not None and receipt.receipt_id is not None
+    assert receipt.requested_id == head.checkpoint_id
+    assert receipt.selected_id == parent.checkpoint_id
+    assert [r.checkpoint_id for r in receipt.rejected] == [head.checkpoint_id]
+    assert receipt.rejected[0].entry == "model.bin"
+    stored = db.receipts(kind="fallback")
+    assert stored[0].receipt_id == receipt.receipt_id
+    assert stored[0].body["selected_id"] == parent.checkpoint_id
+    # Fallback never moves CURRENT by itself.
+    assert db.pointer("brain").current_id == head.checkpoint_id  # type: ignore[union-attr]
+    report = db.verify()
+    assert not report.ok
+    affected = {(p.checkpoint_id, p.entry) for p in report.problems if p.code == "entry_corrupt"}
+    assert (head.checkpoint_id, "model.bin") in affected
+
+
+def test_corrupt_current_and_parent_give_no_usable_checkpoint(db: ckptdb.Database) -> None:
+    a = db.commit("brain", {"state": b"state-one"})
+    b = db.commit("brain", {"state": b"state-two"})
+    _corrupt_blob(db.path, db.get(a.checkpoint_id).entries["state"].digest)
+    _corrupt_blob(db.path, db.get(b.checkpoint_id).entries["state"].digest)
+    with pytest.raises(errors.NoUsableCheckpointError) as exc:
+        db.load("brain", fallback=True)
+    assert exc.value.code == "no_usable_checkpoint"
+    assert "no usable checkpoint" in str(exc.value)
+    receipt = db.receipts(kind="fallback")[0]
+    assert receipt.body["disposition"] == "none_usable"
+    assert len(receipt.body["rejected"]) == 2
+
+
+def test_damaged_manifest_is_detected_and_skipped(db: ckptdb.Database) -> None:
+    a = db.commit("brain", {"state": b"1"}, metadata={"turn": 1})
+    b = db.commit("brain", {"state": b"2"}, metadata={"turn": 2})
+    raw_sql(
+        db.path, "UPDATE checkpoint SET metadata = '{\"turn\":99}' WHERE id = ?", (b.checkpoint_id,)
+    )
+    with pytest.raises(errors.CorruptionError, match="does not hash"):
+        db.current("brain")
+    loaded = db.load("brain", fallback=True)
+    assert loaded.checkpoint.id == a.checkpoint_id
+    assert loaded.receipt is not None
+    assert loaded.receipt.rejected[0].code == "corrupt:manifest_mismatch"
+
+
+def test_damaged_pointer_fails_closed(db: ckptdb.Database) -> None:
+    db.commit("brain", {"state": b"1"})
+    db.commit("brain", {"state": b"2"})
+    raw_sql(db.path, "UPDATE pointer SET revision = revision + 5")
+    for fallback in (False, True):
+        with pytest.raises(errors.CorruptionError, match="refusing to guess"):
+            db.load("brain", fallback=fallback)
+    assert any(p.code == "pointer_mismatch" for p in db.verify().problems)
+
+
+def test_validator_rejection_falls_back_but_never_passes_as_exact(db: ckptdb.Database) -> None:
+    good = db.commit("brain", {"state": b"ok"}, metadata={"authorized": True})
+    db.commit("brain", {"state": b"new"}, metadata={"authorized": False})
+
+    def authority(cp: ckptdb.Checkpoint) -> bool:
+        return bool(cp.metadata["authorized"])
+
+    with pytest.raises(errors.ValidatorRejectedError):
+        db.load("brain", validator=authority)
+    loaded = db.load("brain", fallback=True, validator=authority)
+    assert loaded.disposition == "degraded_fallback"
+    assert loaded.checkpoint.id == good.checkpoint_id
+    assert loaded.receipt is not None
+    assert loaded.receipt.rejected[0].code == "rejected_by_validator"
+
+    def raising(cp: ckptdb.Checkpoint) -> None:
+        if cp.metadata["authorized"] is False:
+            raise RuntimeError("epoch mismatch")
+
+    loaded = db.load("brain", fallback=True, validator=raising)
+    assert loaded.receipt is not None and "epoch mismatch" in loaded.receipt.rejected[0].detail
+
+
+def test_exact_load_has_no_receipt(db: ckptdb.Database) -> None:
+    ack = db.commit("brain", {"state": b"1"})
+    loaded = db.load("brain", fallback=True)
+    assert loaded.disposition == "exact" and loaded.receipt is None
+    assert loaded.checkpoint.id == ack.checkpoint_id
+    assert db.receipts(kind="fallback") == []
+
+
+def test_swapped_chunk_order_is_caught_before_any_byte(chunked: ckptdb.Database) -> None:
+    db = chunked
+    data = os.urandom(CHUNK) + os.urandom(CHUNK)
+    ack = db.commit("brain", {"big": data})
+    first, second = (r[0] for r in raw_sql(db.path, "SELECT chunk_id FROM blob_chunk ORDER BY seq"))
+    raw_sql(db.path, "UPDATE blob_chunk SET chunk_id = ? WHERE seq = 0", (second,))
+    raw_sql(db.path, "UPDATE blob_chunk SET chunk_id = ? WHERE seq = 1", (first,))
+    cp = db.get(ack.checkpoint_id)
+    with pytest.raises(errors.CorruptionError, match="chunk list"):
+        cp.open("big")
+    with pytest.raises(errors.CorruptionError):
+        cp.read("big")
+
+
+def test_verify_reports_clean_database_and_stores_receipt(db: ckptdb.Database) -> None:
+    db.commit("a", {"x": os.urandom(1000)})
+    db.commit("b", {"y": b"2"})
+    report = db.verify()
+    assert report.ok and report.sqlite_integrity == "ok"
+    assert report.checkpoints_checked == 2 and report.pointers_checked == 2
+    assert report.receipt_id is not None
+    quick = db.verify(quick=True)
+    assert quick.ok and quick.bytes_checked == 0
+    assert [r.kind for r in db.receipts()] == ["verify", "verify"]
+
+
+def test_verify_detects_altered_history(db: ckptdb.Database) -> None:
+    db.commit("a", {"x": b"1"})
+    db.commit("a", {"x": b"2"})
+    raw_sql(db.path, "UPDATE pointer_history SET current_id = ? WHERE revision = 2", ("f" * 64,))
+    codes = {p.code for p in db.verify().problems}
+    assert "history_mismatch" in codes
