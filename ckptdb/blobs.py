@@ -111,25 +111,36 @@ def _open_regular_file(path: os.PathLike[str] | str) -> IO[bytes]:
 
 
 def _read_exact(source: IO[bytes], n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads (pipes, sockets)."""
-    first = source.read(n)
-    if first is None:
-        raise errors.InvalidEntryError("entry stream is non-blocking and returned no data")
-    if not isinstance(first, bytes | bytearray | memoryview):
-        raise errors.InvalidEntryError(
-            "entry stream returned str; open files in binary mode ('rb')"
-        )
-    if len(first) == n or not first:
-        return bytes(first)
-    parts = [bytes(first)]
-    got = len(first)
-    while got < n:
-        more = source.read(n - got)
-        if not more:
+    """Read ``n`` bytes, looping over short reads (pipes, sockets); fewer only at EOF."""
+    buf = bytearray(n)
+    got = _fill(source, memoryview(buf))
+    del buf[got:]
+    return bytes(buf)
+
+
+def _fill(source: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``source``; returns how many bytes arrived (short only at EOF)."""
+    readinto = getattr(source, "readinto", None)
+    pos = 0
+    while pos < len(view):
+        if readinto is not None:
+            got = readinto(view[pos:])
+            if got is None:
+                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
+        else:
+            data = source.read(len(view) - pos)
+            if data is None:
+                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise errors.InvalidEntryError(
+                    "entry stream returned str; open files in binary mode ('rb')"
+                )
+            got = len(data)
+            view[pos : pos + got] = data
+        if not got:
             break
-        parts.append(bytes(more))
-        got += len(more)
-    return b"".join(parts)
+        pos += got
+    return pos
 
 
 class BlobStore:
@@ -138,6 +149,8 @@ class BlobStore:
     def __init__(self, conn: Connection, chunk_size: int) -> None:
         self.conn = conn
         self.chunk_size = chunk_size
+        #: digests whose damaged stored bytes were rewritten from a caller's verified bytes
+        self.repaired: list[str] = []
 
     # -- preparing (outside the commit transaction) ------------------------------------------
 
@@ -162,7 +175,7 @@ class BlobStore:
     def _prepare_bytes(self, data: bytes, now_ms: int) -> PreparedBlob:
         if len(data) <= self.chunk_size:
             return PreparedBlob(hashlib.sha256(data).hexdigest(), len(data), inline=data)
-        return self._stage(io.BytesIO(data), b"", now_ms)
+        return self._stage(io.BytesIO(data), [], now_ms)
 
     def _prepare_stream(self, source: IO[bytes], budget: list[int], now_ms: int) -> PreparedBlob:
         first = _read_exact(source, self.chunk_size)
@@ -170,22 +183,23 @@ class BlobStore:
         if not more and len(first) <= budget[0]:
             budget[0] -= len(first)
             return PreparedBlob(hashlib.sha256(first).hexdigest(), len(first), inline=first)
-        return self._stage(source, first + more, now_ms)
+        return self._stage(source, [first, more], now_ms)
 
-    def _stage(self, source: IO[bytes], head: bytes, now_ms: int) -> PreparedBlob:
-        """Write a stream as chunks, one short transaction per chunk."""
+    def _stage(self, source: IO[bytes], head: list[bytes], now_ms: int) -> PreparedBlob:
+        """Write a stream as chunks, one short transaction per chunk.
+
+        ``head`` holds chunks already read from ``source`` (each full-sized but the last,
+        which ends the stream if it is short). Memory stays at a few chunks: the rest is
+        read into one reused buffer and written to SQLite with incremental blob I/O.
+
+        Staging transactions run with synchronous=NORMAL (no fsync each): the commit
+        transaction that later references the chunks fsyncs the WAL, which makes every frame
+        written before it durable too; a staged chunk that is never referenced is garbage.
+        """
         whole = hashlib.sha256()
         blob = PreparedBlob(digest="", size=0)
-        pending = head
-        while True:
-            while len(pending) < self.chunk_size:
-                more = _read_exact(source, self.chunk_size - len(pending))
-                if not more:
-                    break
-                pending += more
-            if not pending:
-                break
-            piece, pending = pending[: self.chunk_size], pending[self.chunk_size :]
+
+        def stage(piece: bytes | memoryview) -> None:
             whole.update(piece)
             digest = hashlib.sha256(piece).hexdigest()
             chunk_id, written = self.stage_chunk(digest, piece, now_ms)
@@ -193,34 +207,62 @@ class BlobStore:
             blob.chunk_digests.append(digest)
             blob.size += len(piece)
             blob.bytes_staged += written
-            del piece
+
+        with self.conn.relaxed_sync():
+            at_eof = False
+            for piece in head:
+                if piece:
+                    stage(piece)
+                if len(piece) < self.chunk_size:
+                    at_eof = True
+                    break
+            buffer = memoryview(bytearray(self.chunk_size))
+            while not at_eof:
+                got = _fill(source, buffer)
+                if got:
+                    stage(buffer[:got])
+                at_eof = got < self.chunk_size
         blob.digest = whole.hexdigest()
         if not blob.chunk_ids:
             blob.inline = b""
         return blob
 
-    def stage_chunk(self, digest: str, data: bytes, now_ms: int) -> tuple[int, int]:
-        """Store one chunk (or touch it if present) in its own transaction.
+    def stage_chunk(self, digest: str, data: bytes | memoryview, now_ms: int) -> tuple[int, int]:
+        """Store one chunk in its own short transaction. Returns (chunk_id, bytes written).
 
-        Returns (chunk_id, bytes written). Staging runs with synchronous=NORMAL: the commit
-        transaction that later references the chunk fsyncs the WAL, which makes every frame
-        written before it durable too; a chunk that never gets referenced is garbage anyway.
+        A chunk that already exists is touched (``last_touched_ms``, so GC's grace period
+        restarts) and its stored bytes are compared with ``data``: if they were damaged,
+        they are rewritten from ``data`` (which hashes to the digest), so a new checkpoint
+        never inherits corrupt bytes through deduplication.
         """
         with self.conn.write_transaction():
-            row = self.conn.one("SELECT chunk_id FROM chunk WHERE digest = ?", (digest,))
+            row = self.conn.one(
+                "SELECT c.chunk_id, d.data = ? FROM chunk c"
+                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?",
+                (data, digest),
+            )
             if row is not None:
+                chunk_id = int(row[0])
                 self.conn.execute(
-                    "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, row[0])
+                    "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, chunk_id)
                 )
-                return int(row[0]), 0
+                if row[1] == 1:
+                    return chunk_id, 0
+                self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+                self.repaired.append(digest)
+            else:
+                self.conn.execute(
+                    "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
+                    (digest, len(data), now_ms),
+                )
+                chunk_id = self.conn.last_insert_rowid()
+            # zeroblob + incremental write: the bytes go straight into the row's pages
+            # instead of being copied into a bound parameter and a record first.
             self.conn.execute(
-                "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
-                (digest, len(data), now_ms),
+                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, zeroblob(?))",
+                (chunk_id, len(data)),
             )
-            chunk_id = self.conn.last_insert_rowid()
-            self.conn.execute(
-                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, ?)", (chunk_id, data)
-            )
+            self.conn.write_blob("chunk_data", "data", chunk_id, data)
             return chunk_id, len(data)
 
     # -- inside the commit transaction ------------------------------------------------------
@@ -232,9 +274,20 @@ class BlobStore:
         staged chunk whose grace period ran out before this commit. Then the commit fails
         with the retryable ChunkMissingError instead of publishing missing bytes.
         """
-        row = self.conn.one("SELECT blob_id FROM blob WHERE digest = ?", (blob.digest,))
+        row = self.conn.one(
+            "SELECT blob_id, chunk_count, inline_data = ? FROM blob WHERE digest = ?",
+            (blob.inline, blob.digest),
+        )
         if row is not None:
-            return int(row[0]), 0
+            if blob.inline is not None and row[1] == 0 and row[2] != 1:
+                # The stored copy was damaged; the caller's bytes hash to the digest.
+                self.conn.execute(
+                    "UPDATE blob SET inline_data = ? WHERE blob_id = ?", (blob.inline, row[0])
+                )
+                self.repaired.append(blob.digest)
+                return int(row[0]), blob.size
+            # Chunks staged for it (new or repaired) are still bytes this commit wrote.
+            return int(row[0]), blob.bytes_staged
         if blob.inline is not None:
             self.conn.execute(
                 "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms)"
@@ -309,10 +362,10 @@ class BlobStore:
             )
         return list_digest, [(int(r[0]), r[1], r[2]) for r in rows]
 
-    def chunk_bytes(self, chunk_id: int) -> bytes | None:
-        """The stored bytes of one chunk (unverified), or None if the chunk is gone."""
-        row = self.conn.one("SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
-        return None if row is None else bytes(row[0])
+    def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
+        """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
+        or None if the chunk is gone."""
+        return self.conn.read_blob_into("chunk_data", "data", chunk_id, buffer)
 
     def blob_exists(self, blob_id: int) -> bool:
         """True while the blob row exists."""
@@ -349,6 +402,7 @@ class ChunkedBlobReader(io.RawIOBase):
             self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
         self._chunks = [(c[0], str(c[1]), int(c[2])) for c in chunks]
         self._next = 0
+        self._scratch = bytearray()
         self._buffer = memoryview(b"")
         self._whole = hashlib.sha256()
         self._position = 0
@@ -368,21 +422,23 @@ class ChunkedBlobReader(io.RawIOBase):
         if self._next >= len(self._chunks):
             return False
         chunk_id, digest, size = self._chunks[self._next]
-        data = self._store.chunk_bytes(chunk_id)
-        if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+        self._buffer = memoryview(b"")  # release the scratch buffer before refilling it
+        got = self._store.read_chunk_into(chunk_id, self._scratch)
+        data = memoryview(self._scratch)[: got or 0]
+        if got is None or got != size or hashlib.sha256(data).hexdigest() != digest:
+            data.release()
             if not self._store.blob_exists(self._blob_id):
                 raise errors.CheckpointNotFoundError(
                     f"blob {self._digest[:12]} was garbage-collected while being read",
                     **self._where,
                 )
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
-        assert data is not None
         self._whole.update(data)
         self._next += 1
         # The last chunk is only handed out once the whole blob matches its digest.
         if self._next == len(self._chunks) and self._whole.hexdigest() != self._digest:
             self._corrupt("the blob digest does not match", "blob_digest_mismatch")
-        self._buffer = memoryview(data)
+        self._buffer = data
         return True
 
     def readinto(self, buffer: Any) -> int:

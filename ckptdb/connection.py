@@ -48,7 +48,7 @@ APPLICATION_ID = 0x636B7074
 DEFAULT_PAGE_SIZE = 16384
 DEFAULT_BUSY_TIMEOUT = 30.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
-CACHE_SIZE_KIB = 16 * 1024
+CACHE_SIZE_KIB = 8 * 1024
 _BUSY_POLL_SECONDS = 0.001
 
 
@@ -128,17 +128,29 @@ class Connection:
     one per handle and serializes access itself.
     """
 
-    def __init__(self, raw: apsw.Connection, path: str, readonly: bool) -> None:
+    def __init__(
+        self, raw: apsw.Connection, path: str, readonly: bool, synchronous: Synchronous = "full"
+    ) -> None:
         self._raw = raw
         self.path = path
         self.readonly = readonly
+        self.synchronous = synchronous
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        self._raw.close()
+        """Close the connection (idempotent).
+
+        Closing the last connection checkpoints the WAL, which writes; if that fails the
+        connection is still released and the error is raised (the data is safe in the WAL
+        and the next open recovers it).
+        """
+        try:
+            self._raw.close()
+        except apsw.Error as exc:
+            self._raw.close(True)
+            raise _translate(exc, "closing the database") from exc
 
     @property
     def in_transaction(self) -> bool:
@@ -212,6 +224,37 @@ class Connection:
             raise _translate(exc, "SQL") from exc
         finally:
             cursor.close()
+
+    def write_blob(self, table: str, column: str, rowid: int, data: bytes | memoryview) -> None:
+        """Write ``data`` into a zeroblob of the same length with incremental blob I/O."""
+        try:
+            blob = self._raw.blob_open("main", table, column, rowid, True)
+            try:
+                blob.write(data)
+            finally:
+                blob.close()
+        except apsw.Error as exc:
+            raise _translate(exc, f"writing {table}.{column}") from exc
+
+    def read_blob_into(self, table: str, column: str, rowid: int, buffer: bytearray) -> int | None:
+        """Read a whole BLOB value into ``buffer`` (grown if needed) with incremental blob
+        I/O; returns its length, or None when the row does not exist."""
+        try:
+            blob = self._raw.blob_open("main", table, column, rowid, False)
+        except apsw.SQLError:
+            return None  # no such row
+        except apsw.Error as exc:
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        try:
+            length = int(blob.length())
+            if len(buffer) < length:
+                buffer.extend(bytes(length - len(buffer)))
+            blob.read_into(buffer, 0, length)
+            return length
+        except apsw.Error as exc:
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        finally:
+            blob.close()
 
     def changes(self) -> int:
         """Rows changed by the most recent INSERT/UPDATE/DELETE."""
@@ -303,6 +346,21 @@ class Connection:
                 # transaction back itself when the connection closes or is reused.
                 return
 
+    @contextmanager
+    def relaxed_sync(self) -> Iterator[None]:
+        """Run the block with synchronous=NORMAL (no fsync per commit), then restore.
+
+        Only for writes that a later synchronous commit makes durable (staged chunks).
+        """
+        if self.synchronous not in ("full", "extra"):
+            yield
+            return
+        self.pragma("synchronous", "NORMAL")
+        try:
+            yield
+        finally:
+            self.pragma("synchronous", self.synchronous.upper())
+
     # -- maintenance --------------------------------------------------------------------
 
     def wal_checkpoint(self, mode: Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]) -> Row:
@@ -355,7 +413,7 @@ def open_connection(
     except apsw.Error as exc:
         raw.close()
         raise _translate(exc, f"configuring {path}") from exc
-    return Connection(raw, path, readonly)
+    return Connection(raw, path, readonly, synchronous)
 
 
 def open_probe(path: str) -> Connection:
@@ -389,6 +447,8 @@ def initialize_new_file(conn: Connection, page_size: int) -> None:
     """
     conn.pragma("page_size", page_size)
     conn.pragma("auto_vacuum", "INCREMENTAL")
+    # A cache size given in KiB was turned into a page count at the old page size.
+    conn.pragma("cache_size", -CACHE_SIZE_KIB)
     mode = conn.pragma("journal_mode", "WAL")
     if str(mode).lower() != "wal":
         raise errors.StorageError(

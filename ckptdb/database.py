@@ -369,8 +369,9 @@ class Database:
         if not landed:
             raise errors.CommitOutcomeUnknownError(
                 f"COMMIT failed ({failure.__cause__}); after reopening, CURRENT of "
-                f"{plan.namespace!r} does not name {str(plan.attempted_id)[:12]}, so nothing "
-                "was published. Retrying the commit is safe.",
+                f"{plan.namespace!r} does not name {str(plan.attempted_id)[:12]}. Retry the "
+                "commit: a retry converges on the same checkpoint whether or not this attempt "
+                "reaches the disk later.",
                 namespace=plan.namespace,
                 checkpoint_id=plan.attempted_id,
             ) from failure

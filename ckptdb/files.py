@@ -75,6 +75,13 @@ def inspect_path(path: str) -> tuple[FileKind, HeaderFacts | None]:
             "database."
         )
     facts = _parse_header(header)
+    wal = path + "-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        # A crash during a WAL checkpoint can leave the main file shorter than its header
+        # says (page 1 is copied before the pages after it); the WAL still holds every
+        # page and SQLite's recovery finishes the checkpoint. Only without a WAL is the
+        # main file alone the whole database, and a short file truly truncated.
+        return FileKind.SQLITE, facts
     if facts.page_count is not None:
         expected = facts.page_count * facts.page_size
         if st.st_size < expected:

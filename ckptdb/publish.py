@@ -12,6 +12,7 @@ from typing import Final
 from . import canonical, catalog, errors, models
 from .blobs import BlobStore, PreparedEntry
 from .connection import Connection
+from .receipts import store_receipt
 
 
 class _Unset:
@@ -111,6 +112,8 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
             )
             if same == ptr.current_id:
                 plan.attempted_id = same
+                _, stored = _ensure_blobs(conn, blobs, plan, now_ms)
+                _record_repairs(conn, blobs, ns, same, now_ms)
                 confirm(conn, ptr, now_ms)
                 return _ack(
                     plan,
@@ -119,7 +122,7 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                     ptr.current_generation,
                     ptr.revision,
                     False,
-                    0,
+                    stored,
                     now_ms,
                 )
 
@@ -139,17 +142,12 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
     plan.attempted_id = checkpoint_id
 
     namespace_id = ptr.namespace_id if ptr is not None else ensure_namespace(conn, ns, now_ms)
+    blob_ids, stored = _ensure_blobs(conn, blobs, plan, now_ms)
     existing = catalog.checkpoint_by_id(conn, checkpoint_id)
-    stored = 0
     if existing is not None:
         # The same manifest was published before (then CURRENT moved away and back).
         seq = existing.seq
     else:
-        entry_rows = []
-        for entry in plan.entries:
-            blob_id, written = blobs.insert(entry.blob, now_ms)
-            stored += written
-            entry_rows.append((entry.name, blob_id, entry.media_type, entry.schema))
         conn.execute(
             "INSERT INTO checkpoint (id, namespace_id, parent_id, generation, created_at_ms,"
             " metadata, entry_count, total_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -168,8 +166,12 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
         conn.executemany(
             "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
             " VALUES (?, ?, ?, ?, ?)",
-            [(seq, *row) for row in entry_rows],
+            [
+                (seq, e.name, blob_id, e.media_type, e.schema)
+                for e, blob_id in zip(plan.entries, blob_ids, strict=True)
+            ],
         )
+    _record_repairs(conn, blobs, ns, checkpoint_id, now_ms)
     revision = move_pointer(
         conn,
         namespace=ns,
@@ -181,6 +183,37 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
         now_ms=now_ms,
     )
     return _ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
+
+
+def _ensure_blobs(
+    conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int
+) -> tuple[list[int], int]:
+    """Blob ids of the plan's entries (inserting new blobs, repairing damaged copies) and
+    the number of bytes written."""
+    ids: list[int] = []
+    stored = 0
+    for entry in plan.entries:
+        blob_id, written = blobs.insert(entry.blob, now_ms)
+        ids.append(blob_id)
+        stored += written
+    return ids, stored
+
+
+def _record_repairs(
+    conn: Connection, blobs: BlobStore, namespace: str, checkpoint_id: str, now_ms: int
+) -> None:
+    if not blobs.repaired:
+        return
+    # Damaged stored bytes were rewritten from a commit's bytes, which hash to the digest.
+    store_receipt(
+        conn,
+        "repair",
+        {"digests": sorted(set(blobs.repaired)), "by_commit": checkpoint_id},
+        namespace=namespace,
+        checkpoint_id=checkpoint_id,
+        at_ms=now_ms,
+    )
+    blobs.repaired.clear()
 
 
 def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> int:

@@ -183,3 +183,27 @@ def test_verify_detects_altered_history(db: ckptdb.Database) -> None:
     raw_sql(db.path, "UPDATE pointer_history SET current_id = ? WHERE revision = 2", ("f" * 64,))
     codes = {p.code for p in db.verify().problems}
     assert "history_mismatch" in codes
+
+
+def test_recommitting_damaged_content_repairs_it(chunked: ckptdb.Database) -> None:
+    db = chunked
+    small, big = b"small state", os.urandom(2 * CHUNK + 3)
+    first = db.commit("brain", {"s": small, "big": big})
+    cp = db.get(first.checkpoint_id)
+    _corrupt_blob(db.path, cp.entries["s"].digest)
+    _corrupt_blob(db.path, cp.entries["big"].digest)
+    assert not db.verify().ok
+    # Dedup would otherwise make the new checkpoint reference the damaged bytes.
+    second = db.commit("other", {"s": small, "big": big})
+    assert second.bytes_stored == len(small) + CHUNK
+    assert db.get(second.checkpoint_id).read("big") == big
+    assert db.get(first.checkpoint_id).read("s") == small
+    assert db.verify().ok
+    repair = db.receipts(kind="repair")[0]
+    assert set(repair.body["digests"]) == {cp.entries["s"].digest, _first_chunk_digest(db, big)}
+
+
+def _first_chunk_digest(db: ckptdb.Database, data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data[:CHUNK]).hexdigest()
