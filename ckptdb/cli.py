@@ -1,8 +1,677 @@
-"""The ckptdb command (filled in by the CLI issue)."""
+"""The ``ckptdb`` command: a thin layer over the public API (no SQL, no logic of its own).
+
+Every command prints a readable table or summary for people, or with ``--json`` one JSON
+document for programs. Errors print ``error: <code>: <message>`` on stderr (with
+``--json``: a JSON object with ``code`` and ``message`` on stdout) and exit non-zero; the
+exit statuses are listed in ``ckptdb --help`` and docs/cli.md.
+"""
 
 from __future__ import annotations
 
+import csv
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
 
+import click
+from pydantic import BaseModel
+
+from . import __version__, errors
+from .database import Database
+from .database import open as open_database
+from .demo import run as run_demo
+from .paths import entries_from_paths
+from .publish import UNSET
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit status per error class (the first matching base class wins).
+EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
+    (errors.NotFoundError, 3),
+    (errors.ConflictError, 4),
+    (errors.CorruptionError, 5),
+    (errors.NoUsableCheckpointError, 5),
+    (errors.ValidatorRejectedError, 5),
+    (errors.DatabaseFileError, 6),
+    (errors.SchemaError, 6),
+    (errors.InvalidInputError, 7),
+    (errors.BusyTimeoutError, 8),
+    (errors.StorageError, 8),
+    (errors.CommitOutcomeUnknownError, 8),
+    (errors.ChunkMissingError, 8),
+    (errors.ReadOnlyError, 9),
+]
+EXIT_HELP = """\b
+Exit status:
+  0  success
+  1  unexpected internal error (a bug: please report it)
+  2  usage error (bad command line)
+  3  not found (checkpoint, entry, namespace)
+  4  conflict (compare-and-swap failed; import reported pointer conflicts)
+  5  integrity (verify found problems, corruption, no usable checkpoint)
+  6  refused database file or schema (not ckptdb, truncated, too new, edited migration)
+  7  invalid input (entry name, metadata, path, reference)
+  8  retryable (busy timeout, I/O error, disk full, commit outcome unknown)
+  9  refused write (read-only, e.g. a writing statement given to `ckptdb sql`)
+"""
+
+
+def exit_code(exc: errors.CkptdbError) -> int:
+    """The documented exit status for an error."""
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code
+    return 1
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, bytes):
+        return {"hex": value.hex()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(_jsonable(value), indent=2, ensure_ascii=False))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            click.echo("  ".join("-" * w for w in widths))
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _when(dt: Any) -> str:
+    return str(dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+
+
+def command(fn: F) -> F:
+    """Wrap a command: turn ckptdb errors into the documented message and exit status."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return fn(*args, **kwargs)
+        except errors.CkptdbError as exc:
+            if as_json:
+                _print_json(exc.to_dict())
+            else:
+                click.echo(f"error: {exc.code}: {exc.message}", err=True)
+            sys.exit(exit_code(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _open(path: str, **kwargs: Any) -> Iterator[Database]:
+    with open_database(path, **kwargs) as db:
+        yield db
+
+
+@contextmanager
+def _progress(label: str, quiet: bool) -> Iterator[Callable[..., None] | None]:
+    """A progress bar on a terminal (stderr), nothing when piped or with --json."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bar: list[Any] = []
+
+    def update(*args: Any) -> None:
+        done, total = args[-2], args[-1]
+        if not bar:
+            bar.append(click.progressbar(length=max(total, 1), label=label, file=sys.stderr))
+            bar[0].__enter__()
+        bar[0].length = max(total, 1)
+        bar[0].update(done - bar[0].pos)
+
+    try:
+        yield update
+    finally:
+        if bar:
+            bar[0].__exit__(None, None, None)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ckptdb")
 def main() -> None:
-    """Entry point of the ``ckptdb`` console script."""
-    raise SystemExit("ckptdb: the command line is not built yet")
+    """ckptdb: a single-file, transactional checkpoint database.
+
+    DB is the path of a ckptdb database file. CHECKPOINT is a full id, a unique prefix of at
+    least 8 hex characters, NS@current, NS@fallback or NS~N (N generations back).
+    """
+
+
+@main.command()
+@click.argument("db")
+@json_option
+@command
+def init(db: str, as_json: bool) -> None:
+    """Create an empty database (an existing ckptdb file is left as it is)."""
+    with _open(db) as handle:
+        stats = handle.stats()
+    if as_json:
+        _print_json(stats)
+    else:
+        click.echo(f"initialized {stats.path} (schema version {stats.schema_version})")
+
+
+def _parse_meta(pairs: Sequence[str], meta_json: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    if meta_json:
+        try:
+            loaded = json.loads(Path(meta_json).read_text())
+        except (OSError, ValueError) as exc:
+            raise errors.InvalidMetadataError(
+                f"cannot read --meta-json {meta_json}: {exc}"
+            ) from exc
+        if not isinstance(loaded, dict):
+            raise errors.InvalidMetadataError("--meta-json must hold a JSON object")
+        meta.update(loaded)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise errors.InvalidMetadataError(f"--meta expects KEY=VALUE, got {pair!r}")
+        try:
+            meta[key] = json.loads(raw)
+        except ValueError:
+            meta[key] = raw
+    return meta
+
+
+@main.command()
+@click.argument("db")
+@click.argument("namespace")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--meta",
+    "meta_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Metadata; VALUE is parsed as JSON when it is valid JSON, else a string.",
+)
+@click.option("--meta-json", type=click.Path(), help="A file holding a JSON object of metadata.")
+@click.option(
+    "--expect-current",
+    metavar="ID|none",
+    help="Compare-and-swap: commit only if CURRENT is this id ('none': empty).",
+)
+@click.option("--reason", default="commit", show_default=True, help="Recorded in the history.")
+@json_option
+@command
+def commit(
+    db: str,
+    namespace: str,
+    paths: tuple[str, ...],
+    meta_pairs: tuple[str, ...],
+    meta_json: str | None,
+    expect_current: str | None,
+    reason: str,
+    as_json: bool,
+) -> None:
+    """Commit files and directories as one checkpoint of NAMESPACE.
+
+    A file becomes an entry named by its base name; a directory contributes every regular
+    file beneath it, named by its relative path. Symlinks are refused, never followed.
+    """
+    entries = entries_from_paths(paths)
+    metadata = _parse_meta(meta_pairs, meta_json)
+    with _open(db) as handle:
+        if expect_current is None:
+            expect: Any = UNSET
+        elif expect_current.lower() == "none":
+            expect = None
+        else:
+            expect = handle.resolve(expect_current)
+        with _progress("committing", as_json):
+            ack = handle.commit(
+                namespace, entries, metadata=metadata, expect_current=expect, reason=reason
+            )
+    if as_json:
+        _print_json(ack)
+        return
+    state = "committed" if ack.created else "unchanged (already CURRENT)"
+    click.echo(f"{state} {ack.checkpoint_id}")
+    click.echo(
+        f"namespace {ack.namespace}  generation {ack.generation}  {ack.entry_count} entries  "
+        f"{_size(ack.logical_bytes)}: {_size(ack.bytes_stored)} stored, "
+        f"{_size(ack.bytes_deduplicated)} deduplicated"
+    )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("namespace")
+@json_option
+@command
+def current(db: str, namespace: str, as_json: bool) -> None:
+    """Show the CURRENT checkpoint of NAMESPACE."""
+    with _open(db, readonly=True) as handle:
+        cp = handle.current(namespace)
+        if cp is None:
+            raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
+        pointer = handle.pointer(namespace)
+    if as_json:
+        _print_json({"checkpoint": cp.info, "pointer": pointer})
+        return
+    assert pointer is not None
+    click.echo(cp.id)
+    click.echo(
+        f"generation {cp.generation}  created {_when(cp.created_at)}  {len(cp.entries)} "
+        f"entries  {_size(cp.total_size)}  pointer revision {pointer.revision}"
+    )
+
+
+@main.command()
+@click.argument("db")
+@json_option
+@command
+def namespaces(db: str, as_json: bool) -> None:
+    """List namespaces with their CURRENT checkpoint."""
+    with _open(db, readonly=True) as handle:
+        rows = handle.namespaces()
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        ["namespace", "current", "generation", "revision", "checkpoints", "updated"],
+        [
+            [
+                r.name,
+                r.current_id[:12],
+                r.generation,
+                r.revision,
+                r.checkpoint_count,
+                _when(r.updated_at),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _summary(metadata: dict[str, Any], width: int = 40) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in metadata.items())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@main.command()
+@click.argument("db")
+@click.argument("namespace")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most N checkpoints.")
+@json_option
+@command
+def log(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
+    """Show the lineage of NAMESPACE, newest first (* current, ~ fallback, P pinned)."""
+    with _open(db, readonly=True) as handle:
+        pointer = handle.pointer(namespace)
+        if pointer is None:
+            raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
+        lineage = handle.lineage(namespace, limit=limit)
+        pinned: set[str] = set()
+    out = []
+    for info in lineage:
+        marks = []
+        if info.id == pointer.current_id:
+            marks.append("current")
+        if info.id == pointer.fallback_id:
+            marks.append("fallback")
+        if info.id in pinned:
+            marks.append("pinned")
+        out.append((info, marks))
+    if as_json:
+        _print_json(
+            [
+                {
+                    "id": info.id,
+                    "short_id": info.id[:12],
+                    "generation": info.generation,
+                    "created_at": _when(info.created_at),
+                    "entry_count": len(info.entries),
+                    "total_size": info.total_size,
+                    "metadata": info.metadata,
+                    "parent_id": info.parent_id,
+                    "markers": marks,
+                }
+                for info, marks in out
+            ]
+        )
+        return
+    symbol = {"current": "*", "fallback": "~", "pinned": "P"}
+    click.echo(
+        f"namespace {namespace}: CURRENT {pointer.current_id[:12]}, pointer revision "
+        f"{pointer.revision}"
+    )
+    _table(
+        ["", "id", "gen", "created", "entries", "size", "metadata"],
+        [
+            [
+                "".join(symbol[m] for m in marks),
+                info.id[:12],
+                info.generation,
+                _when(info.created_at),
+                len(info.entries),
+                _size(info.total_size),
+                _summary(info.metadata),
+            ]
+            for info, marks in out
+        ],
+    )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("checkpoint")
+@json_option
+@command
+def show(db: str, checkpoint: str, as_json: bool) -> None:
+    """Show the manifest of CHECKPOINT: entries, metadata, parent, counters."""
+    with _open(db, readonly=True) as handle:
+        cp = handle.get(handle.resolve(checkpoint))
+    info = cp.info
+    if as_json:
+        _print_json(info)
+        return
+    click.echo(f"checkpoint  {info.id}")
+    click.echo(f"namespace   {info.namespace}")
+    click.echo(f"parent      {info.parent_id or '-'}")
+    click.echo(f"generation  {info.generation}")
+    click.echo(f"created     {_when(info.created_at)}")
+    click.echo(f"metadata    {json.dumps(info.metadata, ensure_ascii=False, sort_keys=True)}")
+    click.echo("")
+    _table(
+        ["entry", "size", "digest", "media type", "schema"],
+        [[e.name, e.size, e.digest, e.media_type, e.schema_pin] for e in info.entries],
+    )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("checkpoint")
+@click.argument("entry")
+@command
+def cat(db: str, checkpoint: str, entry: str) -> None:
+    """Write the verified bytes of ENTRY of CHECKPOINT to stdout (binary-safe)."""
+    with _open(db, readonly=True) as handle:
+        cp = handle.get(handle.resolve(checkpoint))
+        out = sys.stdout.buffer
+        for piece in cp.iter_bytes(entry):
+            out.write(piece)
+        out.flush()
+
+
+@main.command()
+@click.argument("db")
+@click.argument("checkpoint")
+@click.argument("directory", type=click.Path())
+@click.option(
+    "--fallback",
+    is_flag=True,
+    help="If CHECKPOINT does not verify, use its newest verified ancestor.",
+)
+@click.option("--force", is_flag=True, help="Replace a non-empty DIRECTORY atomically.")
+@json_option
+@command
+def checkout(
+    db: str, checkpoint: str, directory: str, fallback: bool, force: bool, as_json: bool
+) -> None:
+    """Materialize CHECKPOINT into DIRECTORY (files 0600, directories 0700)."""
+    with _open(db) as handle, _progress("checking out", as_json) as progress:
+        result = handle.checkout(
+            checkpoint, directory, force=force, fallback=fallback, progress=progress
+        )
+    if as_json:
+        _print_json(result)
+    else:
+        click.echo(
+            f"checked out {result.checkpoint_id[:12]} ({result.files} files, "
+            f"{_size(result.bytes)}) into {result.target}"
+        )
+
+
+@main.command()
+@click.argument("db")
+@click.option("--quick", is_flag=True, help="Structure, manifests and pointers; skip bytes.")
+@json_option
+@command
+def verify(db: str, quick: bool, as_json: bool) -> None:
+    """Verify the whole database; exit status 0 only when everything verifies."""
+    with _open(db) as handle, _progress("verifying", as_json) as progress:
+        report = handle.verify(quick=quick, progress=progress)
+    if as_json:
+        _print_json(report)
+    else:
+        state = "OK" if report.ok else f"FAILED: {len(report.problems)} problem(s)"
+        click.echo(
+            f"{state} -- sqlite {report.sqlite_integrity}; {report.checkpoints_checked} "
+            f"checkpoints, {report.blobs_checked} blobs, {report.chunks_checked} chunks, "
+            f"{_size(report.bytes_checked)} checked, {report.pointers_checked} pointers"
+        )
+        if report.problems:
+            _table(
+                ["problem", "namespace", "checkpoint", "entry", "detail"],
+                [
+                    [p.code, p.namespace, (p.checkpoint_id or "")[:12], p.entry, p.detail]
+                    for p in report.problems
+                ],
+            )
+    if not report.ok:
+        sys.exit(5)
+
+
+def _cell(value: Any) -> Any:
+    return "x'" + value.hex() + "'" if isinstance(value, bytes) else value
+
+
+@main.command()
+@click.argument("db")
+@click.argument("query")
+@json_option
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@command
+def sql(db: str, query: str, as_json: bool, as_csv: bool) -> None:
+    """Run a read-only SQL QUERY (writing statements are refused)."""
+    with _open(db, readonly=True) as handle:
+        result = handle.query(query)
+    if as_json:
+        _print_json([dict(zip(result.columns, row, strict=True)) for row in result.rows])
+    elif as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows([[_cell(c) for c in row] for row in result.rows])
+    else:
+        _table(result.columns, [[_cell(c) for c in row] for row in result.rows])
+
+
+@main.command()
+@click.argument("db")
+@json_option
+@command
+def stats(db: str, as_json: bool) -> None:
+    """File size, WAL size, free pages, counts and deduplication ratio."""
+    with _open(db, readonly=True) as handle:
+        st = handle.stats()
+    if as_json:
+        _print_json(st)
+        return
+    rows = [
+        (
+            "file",
+            f"{_size(st.file_bytes)} ({st.page_count} pages of {st.page_size} B, "
+            f"{st.free_pages} free)",
+        ),
+        ("wal", _size(st.wal_bytes)),
+        ("schema version", st.schema_version),
+        ("namespaces", st.namespaces),
+        ("checkpoints", st.checkpoints),
+        ("blobs", st.blobs),
+        ("chunks", f"{st.chunks} (chunk size {_size(st.chunk_size)})"),
+        ("logical bytes", _size(st.logical_bytes)),
+        ("stored bytes", _size(st.stored_bytes)),
+        ("dedup ratio", st.dedup_ratio),
+    ]
+    for key, value in rows:
+        click.echo(f"{key:<15} {value}")
+
+
+@main.command(name="export")
+@click.argument("db")
+@click.argument("dest", type=click.Path())
+@click.option("--namespace", "namespaces", multiple=True, help="Export only these (repeatable).")
+@click.option("--since", metavar="CHECKPOINT", help="Only from this checkpoint forward.")
+@json_option
+@command
+def export_cmd(
+    db: str, dest: str, namespaces: tuple[str, ...], since: str | None, as_json: bool
+) -> None:
+    """Write a new self-contained ckptdb file DEST with the selected lineage."""
+    with _open(db) as handle, _progress("exporting", as_json) as progress:
+        receipt = handle.export(
+            dest, namespaces=list(namespaces) or None, since=since, progress=progress
+        )
+    _transfer_output(receipt, as_json)
+
+
+@main.command(name="import")
+@click.argument("db")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("--namespace", "namespaces", multiple=True, help="Import only these (repeatable).")
+@click.option("--overwrite", is_flag=True, help="Move conflicting CURRENT pointers anyway.")
+@json_option
+@command
+def import_cmd(
+    db: str, source: str, namespaces: tuple[str, ...], overwrite: bool, as_json: bool
+) -> None:
+    """Merge the checkpoints of the ckptdb file SOURCE into DB (idempotent)."""
+    with _open(db) as handle, _progress("importing", as_json) as progress:
+        receipt = handle.import_file(
+            source, namespaces=list(namespaces) or None, overwrite=overwrite, progress=progress
+        )
+    _transfer_output(receipt, as_json)
+    if receipt.conflicts:
+        sys.exit(4)
+
+
+def _transfer_output(receipt: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json(receipt)
+        return
+    click.echo(
+        f"{receipt.kind}: {receipt.checkpoints_copied} checkpoints copied "
+        f"({receipt.checkpoints_present} already present), {receipt.blobs_copied} blobs, "
+        f"{_size(receipt.bytes_copied)} -> {receipt.destination}"
+    )
+    if receipt.pointers_moved:
+        click.echo(f"CURRENT set for: {', '.join(receipt.pointers_moved)}")
+    for c in receipt.conflicts:
+        click.echo(
+            f"conflict: {c.namespace}: CURRENT is {str(c.current)[:12]}, the source has "
+            f"{c.incoming[:12]} (not an ancestor); left unchanged (use --overwrite)",
+            err=True,
+        )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("namespace")
+@click.option("--limit", type=click.IntRange(min=1))
+@json_option
+@command
+def history(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
+    """Show every move of NAMESPACE's CURRENT pointer, newest first."""
+    with _open(db, readonly=True) as handle:
+        moves = handle.history(namespace, limit=limit)
+    if as_json:
+        _print_json(moves)
+        return
+    _table(
+        ["revision", "current", "fallback", "reason", "at"],
+        [
+            [m.revision, m.current_id[:12], (m.fallback_id or "")[:12], m.reason, _when(m.at)]
+            for m in moves
+        ],
+    )
+
+
+@main.command(name="set-current")
+@click.argument("db")
+@click.argument("namespace")
+@click.argument("checkpoint")
+@click.option("--reason", default="set-current (cli)", show_default=True)
+@json_option
+@command
+def set_current(db: str, namespace: str, checkpoint: str, reason: str, as_json: bool) -> None:
+    """Move NAMESPACE's CURRENT to CHECKPOINT explicitly (e.g. roll back)."""
+    with _open(db) as handle:
+        pointer = handle.set_current(namespace, handle.resolve(checkpoint), reason=reason)
+    if as_json:
+        _print_json(pointer)
+    else:
+        click.echo(
+            f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})"
+        )
+
+
+@main.command()
+@click.argument("db")
+@click.option("--kind", help="Only receipts of this kind (fallback, verify, gc, import, ...).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@json_option
+@command
+def receipts(db: str, kind: str | None, limit: int, as_json: bool) -> None:
+    """List stored receipts, newest first."""
+    with _open(db, readonly=True) as handle:
+        rows = handle.receipts(kind=kind, limit=limit)
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        ["id", "kind", "namespace", "checkpoint", "at", "body"],
+        [
+            [
+                r.receipt_id,
+                r.kind,
+                r.namespace,
+                (r.checkpoint_id or "")[:12],
+                _when(r.at),
+                _summary(r.body, 60),
+            ]
+            for r in rows
+        ],
+    )
+
+
+@main.command()
+@click.argument("db", default="demo.ckpt")
+@command
+def demo(db: str) -> None:
+    """Run the Quickstart tour on DB (default demo.ckpt); your data is never damaged."""
+    for line in run_demo(db):
+        click.echo(line)
+
+
+if __name__ == "__main__":
+    main()

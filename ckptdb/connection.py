@@ -86,7 +86,11 @@ def _translate(exc: apsw.Error, what: str) -> errors.CkptdbError:
             "directory is not writable)."
         )
     if isinstance(exc, apsw.AuthError):
-        return errors.ReadOnlyError(f"{detail}. The statement is not allowed on this connection.")
+        return errors.ReadOnlyError(
+            "the statement was refused: this connection only reads (INSERT, UPDATE, DELETE, "
+            "DDL, ATTACH, VACUUM, transactions and pragmas that set values are not allowed); "
+            "nothing was changed"
+        )
     if isinstance(exc, apsw.CantOpenError):
         return errors.StorageError(f"{detail}. The file or its -wal/-shm could not be opened.")
     if isinstance(exc, apsw.ConstraintError):
@@ -104,6 +108,26 @@ class SqlFailure(errors.CkptdbError):
     """SQLite rejected a statement."""
 
     code = "sql_error"
+
+
+_READ_ACTIONS = frozenset(
+    {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
+)
+#: Pragmas an operator may read (``PRAGMA name``, no value).
+_READ_PRAGMAS = frozenset(
+    {
+        "application_id", "collation_list", "compile_options", "database_list",
+        "freelist_count", "function_list", "integrity_check", "journal_mode", "page_count",
+        "page_size", "quick_check", "schema_version", "table_list", "user_version",
+    }
+)  # fmt: skip
+#: Pragmas whose argument names what to read (``PRAGMA table_info(t)``), never a new value.
+_READ_PRAGMAS_WITH_ARG = frozenset(
+    {
+        "foreign_key_list", "index_info", "index_list", "index_xinfo", "integrity_check",
+        "quick_check", "table_info", "table_xinfo",
+    }
+)  # fmt: skip
 
 
 def _busy_handler(timeout: float | None) -> Callable[[int], bool]:
@@ -255,6 +279,32 @@ class Connection:
             raise _translate(exc, f"reading {table}.{column}") from exc
         finally:
             blob.close()
+
+    def query_readonly(self, sql: str, params: Params = ()) -> tuple[list[str], list[Row]]:
+        """Run an operator's query with an authorizer that allows reading only.
+
+        Anything that would write -- INSERT/UPDATE/DELETE, DDL, ATTACH/DETACH, VACUUM
+        (including VACUUM INTO), transactions, pragmas that set a value -- is refused before
+        it runs, whatever the connection's own mode.
+        """
+
+        def authorize(
+            action: int, arg1: str | None, arg2: str | None, _db: str | None, _src: str | None
+        ) -> int:
+            if action in _READ_ACTIONS:
+                return int(apsw.SQLITE_OK)
+            if action == apsw.SQLITE_PRAGMA:
+                name = (arg1 or "").lower()
+                if (arg2 is None and name in _READ_PRAGMAS) or name in _READ_PRAGMAS_WITH_ARG:
+                    return int(apsw.SQLITE_OK)
+            return int(apsw.SQLITE_DENY)
+
+        with self._lock:
+            self._raw.set_authorizer(authorize)
+            try:
+                return self.query(sql, params)
+            finally:
+                self._raw.set_authorizer(None)
 
     def changes(self) -> int:
         """Rows changed by the most recent INSERT/UPDATE/DELETE."""

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any, Literal
 
-from . import blobs, catalog, errors, files, migrate, models, validation
+from . import blobs, catalog, errors, files, migrate, models, stats, transfer, validation
+from . import checkout as checkout_module
 from .blobs import BlobStore, Entry, PreparedEntry
 from .checkpoint import Checkpoint, checkpoint_info
 from .connection import (
@@ -165,6 +166,7 @@ class Database:
         ):
             raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
 
+        path = os.path.abspath(path)
         kind, facts = files.inspect_path(path)
         if kind is files.FileKind.MISSING:
             if readonly or not create:
@@ -605,14 +607,125 @@ class Database:
         with self._use() as conn:
             return load_with_fallback(self, conn, ns, fallback=fallback, validator=validator)
 
+    def load_checkpoint(
+        self,
+        checkpoint_id: str,
+        *,
+        fallback: bool = False,
+        validator: Validator | None = None,
+    ) -> LoadResult:
+        """Like :meth:`load`, starting from a given checkpoint instead of CURRENT: with
+        ``fallback`` the newest verified ancestor along its lineage is returned."""
+        with self._use() as conn:
+            row = catalog.require_checkpoint(conn, checkpoint_id)
+            return load_with_fallback(
+                self,
+                conn,
+                row.namespace,
+                fallback=fallback,
+                validator=validator,
+                start_id=row.id,
+            )
+
     # -- verification --------------------------------------------------------------------
 
-    def verify(self, *, quick: bool = False) -> models.VerifyReport:
+    def verify(
+        self, *, quick: bool = False, progress: Callable[[str, int, int], None] | None = None
+    ) -> models.VerifyReport:
         """Check the whole file: SQLite integrity, every chunk and blob digest, every
         manifest id, every pointer and its history chain. ``quick`` skips reading blob
-        bytes (structure and manifests only). The report lists each problem found."""
+        bytes (structure and manifests only). The report lists each problem found, with
+        the checkpoint and entry affected; a receipt is stored.
+
+        ``progress(phase, done, total)`` is called as the check advances."""
         with self._use() as conn:
-            return verify_database(self, conn, quick=quick)
+            return verify_database(self, conn, quick=quick, progress=progress)
+
+    # -- inspection, checkout, export and import --------------------------------------
+
+    def stats(self) -> models.Stats:
+        """File size, WAL size, free pages, row counts and deduplication ratio."""
+        with self._use() as conn:
+            return stats.collect(conn, self._path, self._chunk_size)
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> models.QueryResult:
+        """Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) and return its
+        columns and rows. Anything that would write is refused with ReadOnlyError before it
+        runs -- on any handle, whatever its mode."""
+        if not isinstance(sql, str) or not sql.strip():
+            raise errors.InvalidInputError("the query is empty")
+        with self._use() as conn:
+            columns, rows = conn.query_readonly(sql, params)
+        return models.QueryResult(columns=columns, rows=[list(r) for r in rows])
+
+    def checkout(
+        self,
+        ref: str,
+        target: str | os.PathLike[str],
+        *,
+        force: bool = False,
+        fallback: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> models.CheckoutResult:
+        """Materialize a checkpoint (any reference :meth:`resolve` accepts) into a
+        directory: written to a temporary sibling, fsynced, then renamed into place. Files
+        are 0600, directories 0700; symlinks are never followed. With ``fallback``, the
+        newest verified ancestor is used when the checkpoint itself does not verify."""
+        checkpoint_id = self.resolve(ref)
+        if fallback:
+            cp = self.load_checkpoint(checkpoint_id, fallback=True).checkpoint
+        else:
+            cp = self.get(checkpoint_id)
+        return checkout_module.checkout(cp, target, force=force, progress=progress)
+
+    def export(
+        self,
+        dest: str | os.PathLike[str],
+        *,
+        namespaces: list[str] | None = None,
+        since: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> models.TransferReceipt:
+        """Write a new, self-contained ckptdb file holding the lineage of the selected
+        namespaces (all by default) -- from CURRENT back to ``since`` if given -- plus each
+        fallback, and only the blobs they need. The new file is verified before it is
+        renamed into place."""
+        since_id = self.resolve(since) if since else None
+        with self._use() as conn:
+            return transfer.export_to(
+                self,
+                conn,
+                os.fspath(dest),
+                namespaces=namespaces,
+                since=since_id,
+                progress=progress,
+                create=lambda path, page_size: open(
+                    path, chunk_size=self._chunk_size, page_size=page_size
+                ),
+            )
+
+    def import_file(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        namespaces: list[str] | None = None,
+        overwrite: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> models.TransferReceipt:
+        """Merge the checkpoints of another ckptdb file into this one (idempotent: content
+        addressing skips what is already here). A CURRENT pointer is moved when this file has
+        none for the namespace or when the move is a fast-forward; otherwise the conflict is
+        reported and nothing is overwritten unless ``overwrite`` is true."""
+        with self._use(write=True) as conn:
+            return transfer.import_from(
+                self,
+                conn,
+                os.fspath(source),
+                namespaces=namespaces,
+                overwrite=overwrite,
+                progress=progress,
+                open_source=lambda path: open(path, readonly=True),
+            )
 
     def receipts(
         self, *, kind: str | None = None, limit: int | None = None

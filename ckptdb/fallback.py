@@ -76,8 +76,10 @@ def load_with_fallback(
     *,
     fallback: bool,
     validator: Validator | None,
+    start_id: str | None = None,
 ) -> LoadResult:
-    """See :meth:`ckptdb.Database.load`."""
+    """See :meth:`ckptdb.Database.load` (``start_id``: walk from that checkpoint of the
+    namespace instead of from CURRENT)."""
     ptr = catalog.pointer(conn, namespace)
     if ptr is None:
         raise errors.NamespaceNotFoundError(
@@ -85,8 +87,9 @@ def load_with_fallback(
             namespace=namespace,
         )
     catalog.check_pointer(ptr)  # a damaged pointer fails closed: we do not guess what is current
+    requested = start_id or ptr.current_id
     rejected: list[models.Rejection] = []
-    next_id: str | None = ptr.current_id
+    next_id: str | None = requested
     last_generation: int | None = None
     selected: Checkpoint | None = None
     while next_id is not None:
@@ -118,19 +121,19 @@ def load_with_fallback(
         "disposition": disposition,
         "pointer_digest": ptr.digest,
         "rejected": [r.model_dump() for r in rejected],
-        "requested_id": ptr.current_id,
+        "requested_id": requested,
         "selected_id": selected.id if selected is not None else None,
     }
     receipt_id = db._record_receipt(
         "fallback",
         body,
         namespace=namespace,
-        checkpoint_id=selected.id if selected is not None else ptr.current_id,
+        checkpoint_id=selected.id if selected is not None else requested,
     )
     receipt = models.FallbackReceipt(
         receipt_id=receipt_id,
         namespace=namespace,
-        requested_id=ptr.current_id,
+        requested_id=requested,
         selected_id=selected.id if selected is not None else None,
         disposition=disposition,  # type: ignore[arg-type]
         rejected=rejected,
@@ -140,7 +143,7 @@ def load_with_fallback(
     if selected is None:
         summary = "; ".join(f"{r.checkpoint_id[:12]}: {r.code}" for r in rejected)
         raise errors.NoUsableCheckpointError(
-            f"namespace {namespace!r}: no usable checkpoint — CURRENT and every stored "
+            f"namespace {namespace!r}: no usable checkpoint — {requested[:12]} and every stored "
             f"ancestor failed verification ({summary}). Nothing was returned; receipt "
             f"{receipt_id} records the details. Restore from a backup or export.",
             namespace=namespace,

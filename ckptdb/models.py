@@ -159,3 +159,65 @@ class Receipt(_Model):
     at: datetime
     body: dict[str, Any]
     digest: str
+
+
+class CheckoutResult(_Model):
+    """What ``checkout`` wrote."""
+
+    checkpoint_id: str
+    namespace: str
+    target: str
+    files: int
+    bytes: int
+
+
+class Stats(_Model):
+    """Sizes and counts of a database file."""
+
+    path: str
+    file_bytes: int
+    wal_bytes: int
+    page_size: int
+    page_count: int
+    free_pages: int
+    schema_version: int
+    chunk_size: int
+    namespaces: int
+    checkpoints: int
+    blobs: int
+    chunks: int
+    logical_bytes: int = Field(description="sum of entry sizes over all stored checkpoints")
+    stored_bytes: int = Field(description="bytes of distinct blob content actually stored")
+    dedup_ratio: float = Field(description="logical_bytes / stored_bytes (1.0 = no sharing)")
+
+
+class PointerConflict(_Model):
+    """An import that would have moved a CURRENT pointer sideways (reported, not applied)."""
+
+    namespace: str
+    current: str | None
+    incoming: str
+
+
+class TransferReceipt(_Model):
+    """What an export or import copied."""
+
+    kind: Literal["export", "import"]
+    receipt_id: int | None
+    source: str
+    destination: str
+    namespaces: list[str]
+    checkpoints_copied: int
+    checkpoints_present: int = Field(description="already there (content-addressed: skipped)")
+    blobs_copied: int
+    chunks_copied: int
+    bytes_copied: int
+    pointers_moved: list[str]
+    conflicts: list[PointerConflict]
+
+
+class QueryResult(_Model):
+    """Columns and rows of a read-only SQL query."""
+
+    columns: list[str]
+    rows: list[list[Any]]

@@ -1,0 +1,98 @@
+"""Generate a fixture database of the current schema version, for upgrade tests.
+
+    python tools/make_fixture.py            # writes tests/fixtures/v<N>.ckpt and v<N>.json
+
+Run it once per schema version, *before* adding the next migration, and commit both files:
+tests/test_upgrade.py upgrades a copy of every fixture with the current code and checks
+that every checkpoint, entry and pointer listed in the JSON survived intact. The data is
+varied on purpose: several namespaces, chunked and inline blobs shared across checkpoints,
+media types and schema pins, an explicit rollback, fallback and verify receipts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import ckptdb
+from ckptdb.migrate import core_set
+
+REPO = Path(__file__).resolve().parent.parent
+CHUNK = 64 * 1024
+
+
+def build(path: Path) -> dict[str, object]:
+    rng = random.Random(1)
+    shared = rng.randbytes(3 * CHUNK + 100)  # a chunked blob reused by several checkpoints
+    with ckptdb.open(path, chunk_size=CHUNK) as db:
+        for turn in range(1, 6):
+            db.commit(
+                "agent/brain-1",
+                {
+                    "graph/snapshot.json": json.dumps({"turn": turn, "n": list(range(turn))}),
+                    "weights.bin": shared if turn < 4 else rng.randbytes(2 * CHUNK + 7),
+                    "notes.md": ckptdb.Entry(f"turn {turn}\n", media_type="text/markdown"),
+                },
+                metadata={"turn_count": turn, "source_revision": f"rev{turn}"},
+            )
+        for step in range(3):
+            db.commit(
+                "train/run-7",
+                {
+                    "model.pt": rng.randbytes(1000 + step),
+                    "optimizer.pt": shared,
+                    "schema.json": ckptdb.Entry(b"{}", schema="train-state/v2"),
+                },
+                metadata={"step": step * 100, "loss": round(1.0 / (step + 1), 4), "run_id": "r7"},
+            )
+        lineage = db.lineage("train/run-7")
+        db.set_current("train/run-7", lineage[1].id, reason="rollback: diverged")
+        db.commit("train/run-7", {"model.pt": b"after rollback"}, metadata={"step": 150})
+        db.commit("thread/∂-unicode ns", {"a/b/c.txt": "ünïcödé", "empty": b""})
+        db.load("agent/brain-1", fallback=True)
+        db.verify()
+        expected: dict[str, object] = {"schema_version": core_set().latest, "namespaces": {}}
+        for ns in db.namespaces():
+            pointer = db.pointer(ns.name)
+            assert pointer is not None
+            expected["namespaces"][ns.name] = {  # type: ignore[index]
+                "current": pointer.current_id,
+                "fallback": pointer.fallback_id,
+                "revision": pointer.revision,
+                "pointer_digest": pointer.digest,
+                "lineage": [
+                    {
+                        "id": info.id,
+                        "generation": info.generation,
+                        "metadata": info.metadata,
+                        "entries": {
+                            e.name: {"digest": e.digest, "size": e.size} for e in info.entries
+                        },
+                    }
+                    for info in db.lineage(ns.name)
+                ],
+            }
+        expected["receipts"] = len(db.receipts())
+    return expected
+
+
+def main() -> None:
+    version = core_set().latest
+    out = REPO / "tests" / "fixtures" / f"v{version}.ckpt"
+    if out.exists() and "--force" not in sys.argv:
+        sys.exit(f"{out} exists; fixtures are generated once per version (use --force)")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(str(out) + suffix):
+            os.remove(str(out) + suffix)
+    expected = build(out)
+    expected["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    (out.with_suffix(".json")).write_text(json.dumps(expected, indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {out} ({out.stat().st_size} bytes) and {out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
