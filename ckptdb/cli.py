@@ -26,6 +26,7 @@ from .database import open as open_database
 from .demo import run as run_demo
 from .paths import entries_from_paths
 from .publish import UNSET
+from .retention import KeepBest, RetentionPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.NotFoundError, 3),
     (errors.ConflictError, 4),
+    (errors.ProtectedError, 4),
     (errors.CorruptionError, 5),
     (errors.NoUsableCheckpointError, 5),
     (errors.ValidatorRejectedError, 5),
@@ -51,7 +53,8 @@ Exit status:
   1  unexpected internal error (a bug: please report it)
   2  usage error (bad command line)
   3  not found (checkpoint, entry, namespace)
-  4  conflict (compare-and-swap failed; import reported pointer conflicts)
+  4  conflict (compare-and-swap failed; import reported pointer conflicts; pin exists;
+     dropping a namespace that has pins)
   5  integrity (verify found problems, corruption, no usable checkpoint)
   6  refused database file or schema (not ckptdb, truncated, too new, edited migration)
   7  invalid input (entry name, metadata, path, reference)
@@ -331,7 +334,7 @@ def log(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
         if pointer is None:
             raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
         lineage = handle.lineage(namespace, limit=limit)
-        pinned: set[str] = set()
+        pinned = {p.checkpoint_id for p in handle.pins(namespace)}
     out = []
     for info in lineage:
         marks = []
@@ -662,6 +665,351 @@ def receipts(db: str, kind: str | None, limit: int, as_json: bool) -> None:
             for r in rows
         ],
     )
+
+
+def _policy(
+    keep_last: int | None,
+    keep_within: str | None,
+    keep_every: int | None,
+    keep_hourly: int | None,
+    keep_daily: int | None,
+    keep_weekly: int | None,
+    keep_best: tuple[str, ...],
+    keep_matching: tuple[str, ...],
+) -> RetentionPolicy | None:
+    """A policy from the --keep-* options, or None when none was given."""
+    best = []
+    for spec in keep_best:
+        key, _, rest = spec.partition(":")
+        n, _, mode = rest.partition(":")
+        if not key or not n.isdigit() or mode not in ("", "min", "max"):
+            raise errors.InvalidInputError(
+                f"--keep-best expects KEY:N[:min|max] (e.g. loss:3:min), got {spec!r}"
+            )
+        best.append(KeepBest(key=key, n=int(n), mode=mode or "min"))  # type: ignore[arg-type]
+    rules: dict[str, Any] = {
+        "keep_last": keep_last,
+        "keep_within": keep_within,
+        "keep_every": keep_every,
+        "keep_hourly": keep_hourly,
+        "keep_daily": keep_daily,
+        "keep_weekly": keep_weekly,
+        "keep_best": tuple(best),
+        "keep_matching": _parse_meta(keep_matching, None) or None,
+    }
+    given = {k: v for k, v in rules.items() if v not in (None, ())}
+    return RetentionPolicy.build(**given) if given else None
+
+
+def keep_options(fn: F) -> F:
+    """The --keep-* options shared by `gc` and `retention set`."""
+    options = [
+        click.option(
+            "--keep-last",
+            type=click.IntRange(min=1),
+            help="Keep CURRENT and its N-1 nearest ancestors.",
+        ),
+        click.option(
+            "--keep-within",
+            metavar="DURATION",
+            help="Keep everything newer than DURATION (e.g. 36h, 7d, 2w).",
+        ),
+        click.option(
+            "--keep-every",
+            type=click.IntRange(min=1),
+            help="Keep the newest of every N generations.",
+        ),
+        click.option(
+            "--keep-hourly",
+            type=click.IntRange(min=1),
+            help="Keep the newest per hour for the last N hours that have one.",
+        ),
+        click.option(
+            "--keep-daily",
+            type=click.IntRange(min=1),
+            help="Keep the newest per day for the last N days that have one.",
+        ),
+        click.option(
+            "--keep-weekly",
+            type=click.IntRange(min=1),
+            help="Keep the newest per ISO week for the last N weeks that have one.",
+        ),
+        click.option(
+            "--keep-best",
+            multiple=True,
+            metavar="KEY:N[:min|max]",
+            help="Keep the best N by a numeric metadata key (repeatable).",
+        ),
+        click.option(
+            "--keep-matching",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Keep checkpoints whose metadata has KEY=VALUE (repeatable).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@main.command()
+@click.argument("db")
+@keep_options
+@click.option("--namespace", "namespaces", multiple=True, help="Only these (repeatable).")
+@click.option(
+    "--grace",
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="Keep unreferenced chunks younger than this (in-flight publishes).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the exact plan; change nothing.")
+@json_option
+@command
+def gc(
+    db: str,
+    keep_last: int | None,
+    keep_within: str | None,
+    keep_every: int | None,
+    keep_hourly: int | None,
+    keep_daily: int | None,
+    keep_weekly: int | None,
+    keep_best: tuple[str, ...],
+    keep_matching: tuple[str, ...],
+    namespaces: tuple[str, ...],
+    grace: str,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Delete what retention does not keep and return the space to the OS.
+
+    With --keep-* options that policy applies to every namespace in scope; without them each
+    namespace's stored policy (`ckptdb retention`) applies, and a namespace with none keeps
+    everything. Every CURRENT, fallback and pin is always kept.
+    """
+    policy = _policy(
+        keep_last,
+        keep_within,
+        keep_every,
+        keep_hourly,
+        keep_daily,
+        keep_weekly,
+        keep_best,
+        keep_matching,
+    )
+    with _open(db) as handle, _progress("collecting", as_json) as progress:
+        report = handle.gc(
+            policy,
+            namespaces=list(namespaces) or None,
+            grace=grace,
+            dry_run=dry_run,
+            progress=progress,
+        )
+    if as_json:
+        _print_json(report)
+        return
+    verb = "would delete" if report.dry_run else "deleted"
+    click.echo(
+        f"{verb} {report.checkpoints_deleted} of {report.checkpoints_examined} checkpoints "
+        f"({report.checkpoints_kept} kept), {report.blobs_deleted} blobs, "
+        f"{report.chunks_deleted} chunks: {_size(report.bytes_freed)} freed"
+    )
+    if not report.dry_run:
+        click.echo(
+            f"file {_size(report.file_bytes_before)} -> {_size(report.file_bytes_after)} "
+            f"({report.pages_reclaimed} pages returned); receipt #{report.receipt_id}"
+        )
+    elif report.deleted_ids:
+        for cid in report.deleted_ids[:20]:
+            click.echo(f"  {cid}")
+        if len(report.deleted_ids) > 20:
+            click.echo(f"  ... and {len(report.deleted_ids) - 20} more (--json lists all)")
+
+
+@main.group()
+def retention() -> None:
+    """Stored retention policies that `ckptdb gc` applies by default."""
+
+
+@retention.command(name="show")
+@click.argument("db")
+@json_option
+@command
+def retention_show(db: str, as_json: bool) -> None:
+    """Show stored policies ('*' is the database-wide default)."""
+    with _open(db, readonly=True) as handle:
+        policies = handle.retention()
+    rows = {
+        scope: p.model_dump(exclude_defaults=True, mode="json") for scope, p in policies.items()
+    }
+    if as_json:
+        _print_json(rows)
+        return
+    _table(["scope", "rules"], [[scope, json.dumps(r)] for scope, r in sorted(rows.items())])
+
+
+@retention.command(name="set")
+@click.argument("db")
+@keep_options
+@click.option("--namespace", help="Set the policy of one namespace (default: database-wide).")
+@json_option
+@command
+def retention_set(
+    db: str,
+    keep_last: int | None,
+    keep_within: str | None,
+    keep_every: int | None,
+    keep_hourly: int | None,
+    keep_daily: int | None,
+    keep_weekly: int | None,
+    keep_best: tuple[str, ...],
+    keep_matching: tuple[str, ...],
+    namespace: str | None,
+    as_json: bool,
+) -> None:
+    """Store a retention policy (at least one --keep-* rule)."""
+    policy = _policy(
+        keep_last,
+        keep_within,
+        keep_every,
+        keep_hourly,
+        keep_daily,
+        keep_weekly,
+        keep_best,
+        keep_matching,
+    )
+    if policy is None:
+        raise errors.InvalidInputError("give at least one --keep-* rule")
+    with _open(db) as handle:
+        handle.set_retention(policy, namespace=namespace)
+    out = {
+        "scope": namespace or "*",
+        "policy": policy.model_dump(exclude_defaults=True, mode="json"),
+    }
+    if as_json:
+        _print_json(out)
+    else:
+        click.echo(f"retention for {out['scope']}: {json.dumps(out['policy'])}")
+
+
+@retention.command(name="clear")
+@click.argument("db")
+@click.option("--namespace", help="Clear one namespace's policy (default: database-wide).")
+@json_option
+@command
+def retention_clear(db: str, namespace: str | None, as_json: bool) -> None:
+    """Remove a stored policy."""
+    with _open(db) as handle:
+        removed = handle.clear_retention(namespace=namespace)
+    if as_json:
+        _print_json({"scope": namespace or "*", "removed": removed})
+    else:
+        click.echo(("removed" if removed else "no policy for") + f" {namespace or '*'}")
+
+
+@main.command()
+@click.argument("db")
+@click.argument("checkpoint")
+@click.argument("name")
+@click.option("--note", help="Why it is pinned.")
+@click.option("--replace", is_flag=True, help="Move an existing pin of that name here.")
+@json_option
+@command
+def pin(
+    db: str, checkpoint: str, name: str, note: str | None, replace: bool, as_json: bool
+) -> None:
+    """Pin CHECKPOINT as NAME: protected from GC and every retention policy."""
+    with _open(db) as handle:
+        result = handle.pin(checkpoint, name, note=note, replace=replace)
+    if as_json:
+        _print_json(result)
+    else:
+        click.echo(f"pinned {result.checkpoint_id[:12]} ({result.namespace}) as {result.name}")
+
+
+@main.command()
+@click.argument("db")
+@click.argument("name")
+@json_option
+@command
+def unpin(db: str, name: str, as_json: bool) -> None:
+    """Remove the pin NAME."""
+    with _open(db) as handle:
+        result = handle.unpin(name)
+    if as_json:
+        _print_json(result)
+    else:
+        click.echo(f"unpinned {result.name} ({result.checkpoint_id[:12]})")
+
+
+@main.command(name="pins")
+@click.argument("db")
+@click.option("--namespace", help="Only pins of this namespace.")
+@json_option
+@command
+def pins_cmd(db: str, namespace: str | None, as_json: bool) -> None:
+    """List pins with their checkpoints."""
+    with _open(db, readonly=True) as handle:
+        rows = handle.pins(namespace)
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        ["pin", "checkpoint", "namespace", "created", "note"],
+        [[p.name, p.checkpoint_id[:12], p.namespace, _when(p.created_at), p.note] for p in rows],
+    )
+
+
+def _prune_output(report: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json(report)
+        return
+    verb = "would delete" if report.dry_run else "deleted"
+    click.echo(
+        f"{verb} {report.checkpoints_deleted} checkpoints, {report.blobs_deleted} blobs, "
+        f"{report.chunks_deleted} chunks: {_size(report.bytes_freed)} freed"
+    )
+    for skip in report.skipped:
+        click.echo(f"kept {skip.checkpoint_id[:12]}: {skip.detail}")
+
+
+@main.command(name="drop-namespace")
+@click.argument("db")
+@click.argument("namespace")
+@click.option("--force", is_flag=True, help="Also remove pins of its checkpoints.")
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted.")
+@json_option
+@command
+def drop_namespace(db: str, namespace: str, force: bool, dry_run: bool, as_json: bool) -> None:
+    """Delete NAMESPACE with its pointer, history and checkpoints."""
+    with _open(db) as handle:
+        report = handle.drop_namespace(namespace, force=force, dry_run=dry_run)
+    _prune_output(report, as_json)
+
+
+@main.command()
+@click.argument("db")
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    required=True,
+    metavar="KEY=VALUE",
+    help="Metadata that must match (repeatable; VALUE parsed as JSON if valid).",
+)
+@click.option("--namespace", "namespaces", multiple=True, help="Only these (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted.")
+@json_option
+@command
+def prune(
+    db: str, where: tuple[str, ...], namespaces: tuple[str, ...], dry_run: bool, as_json: bool
+) -> None:
+    """Delete checkpoints by metadata (e.g. --where run_id=r7); protected ones are kept."""
+    with _open(db) as handle:
+        report = handle.prune(
+            _parse_meta(where, None), namespaces=list(namespaces) or None, dry_run=dry_run
+        )
+    _prune_output(report, as_json)
 
 
 @main.command()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any, Literal
 
-from . import blobs, catalog, errors, files, migrate, models, stats, transfer, validation
+from . import blobs, catalog, errors, files, gc, migrate, models, pins, stats, transfer, validation
 from . import checkout as checkout_module
 from .blobs import BlobStore, Entry, PreparedEntry
 from .checkpoint import Checkpoint, checkpoint_info
@@ -28,6 +28,7 @@ from .connection import (
 from .fallback import LoadResult, Validator, load_with_fallback
 from .publish import UNSET, CommitPlan, _Unset, confirm, move_pointer, publish
 from .receipts import list_receipts, store_receipt
+from .retention import RetentionPolicy, parse_duration
 from .verify import verify_database
 
 MigrateMode = Literal["auto", "never", "check"]
@@ -640,6 +641,201 @@ class Database:
         ``progress(phase, done, total)`` is called as the check advances."""
         with self._use() as conn:
             return verify_database(self, conn, quick=quick, progress=progress)
+
+    # -- pins, retention and garbage collection ---------------------------------------
+
+    def pin(
+        self, ref: str, name: str, *, note: str | None = None, replace: bool = False
+    ) -> models.Pin:
+        """Protect a checkpoint from GC and every retention policy under ``name``.
+
+        Names are write-once: pinning the same checkpoint again is a no-op, pinning another
+        one under the same name is a ConflictError unless ``replace`` (which moves it)."""
+        pins.validate_name(name)
+        if note is not None and (not isinstance(note, str) or len(note) > 1000):
+            raise errors.InvalidInputError("note must be a str of at most 1000 characters")
+        checkpoint_id = self.resolve(ref)
+        with self._use(write=True) as conn, conn.write_transaction():
+            target = catalog.require_checkpoint(conn, checkpoint_id)
+            return pins.pin(conn, name, target, note=note, replace=replace, now_ms=_now_ms())
+
+    def unpin(self, name: str) -> models.Pin:
+        """Remove a pin; returns what it protected."""
+        pins.validate_name(name)
+        with self._use(write=True) as conn, conn.write_transaction():
+            return pins.unpin(conn, name)
+
+    def pins(self, namespace: str | None = None) -> list[models.Pin]:
+        """Pins with their checkpoints (of one namespace, or all), by name."""
+        ns = validation.namespace(namespace) if namespace is not None else None
+        with self._use() as conn:
+            return pins.list_pins(conn, ns)
+
+    def set_retention(self, policy: RetentionPolicy, *, namespace: str | None = None) -> None:
+        """Store the retention policy GC applies to ``namespace`` (or, with None, to every
+        namespace without a policy of its own) when it is run without an explicit policy."""
+        if not isinstance(policy, RetentionPolicy):
+            raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy")
+        scope = "*" if namespace is None else validation.namespace(namespace)
+        with self._use(write=True) as conn, conn.write_transaction():
+            conn.execute(
+                "INSERT INTO retention (scope, policy, updated_at_ms) VALUES (?, ?, ?)"
+                " ON CONFLICT (scope) DO UPDATE SET policy = excluded.policy,"
+                " updated_at_ms = excluded.updated_at_ms",
+                (scope, policy.model_dump_json(), _now_ms()),
+            )
+
+    def clear_retention(self, *, namespace: str | None = None) -> bool:
+        """Remove a stored policy; True if there was one."""
+        scope = "*" if namespace is None else validation.namespace(namespace)
+        with self._use(write=True) as conn, conn.write_transaction():
+            conn.execute("DELETE FROM retention WHERE scope = ?", (scope,))
+            return conn.changes() > 0
+
+    def retention(self) -> dict[str, RetentionPolicy]:
+        """Stored retention policies by scope ('*' = the database-wide default)."""
+        with self._use() as conn:
+            return gc.stored_policies(conn)
+
+    def gc(
+        self,
+        policy: RetentionPolicy | None = None,
+        *,
+        namespaces: list[str] | None = None,
+        grace: float | str = gc.DEFAULT_GRACE_SECONDS,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> models.GcReport:
+        """Delete the checkpoints no retention rule keeps, then the blobs and chunks nothing
+        uses any more, and give the space back (incremental vacuum + WAL truncate).
+
+        ``policy`` applies to every namespace in scope; without it each namespace's stored
+        policy (or the database-wide one) applies, and a namespace with none keeps
+        everything. Every CURRENT, fallback and pin is always kept. Unreferenced chunks
+        younger than ``grace`` (seconds or "1h"; default 1 hour) are kept: a publish in
+        flight may be staging them. ``dry_run`` returns the exact plan and changes nothing.
+        A receipt is stored and returned."""
+        if policy is not None and not isinstance(policy, RetentionPolicy):
+            raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy or None")
+        grace_seconds = float(parse_duration(grace) if isinstance(grace, str) else grace)
+        if grace_seconds < 0:
+            raise errors.InvalidInputError("grace cannot be negative")
+        scope = [validation.namespace(n) for n in namespaces] if namespaces else None
+        with self._use(write=True) as conn:
+            return gc.run(
+                conn,
+                self._path,
+                policy=policy,
+                namespaces=scope,
+                grace_seconds=grace_seconds,
+                dry_run=dry_run,
+                progress=progress,
+            )
+
+    def drop_namespace(
+        self, namespace: str, *, force: bool = False, dry_run: bool = False
+    ) -> models.PruneReport:
+        """Delete a namespace: its CURRENT pointer, its history and every checkpoint of it
+        (then the blobs nothing else uses). A namespace with pinned checkpoints is refused
+        with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
+        simply be run again. A receipt is stored."""
+        ns = validation.namespace(namespace)
+        with self._use(write=True) as conn:
+            ns_id = catalog.namespace_id(conn, ns)
+            if ns_id is None:
+                raise errors.NamespaceNotFoundError(f"no namespace {ns!r}")
+            held = pins.list_pins(conn, ns)
+            if held and not force:
+                raise errors.ProtectedError(
+                    f"namespace {ns!r} has pinned checkpoints ({', '.join(p.name for p in held)})"
+                    "; unpin them first or pass force=True (--force) to remove the pins too",
+                    pins=[p.name for p in held],
+                )
+
+            def select() -> list[tuple[int, str]]:
+                return [
+                    (int(s), str(i))
+                    for s, i in conn.execute(
+                        "SELECT seq, id FROM checkpoint WHERE namespace_id = ?", (ns_id,)
+                    )
+                ]
+
+            def exempt() -> set[int]:
+                rows = conn.execute(
+                    "SELECT current_seq, fallback_seq FROM pointer WHERE namespace_id = ?"
+                    " UNION ALL SELECT p.checkpoint_seq, NULL FROM pin p JOIN checkpoint c"
+                    " ON c.seq = p.checkpoint_seq WHERE c.namespace_id = ?",
+                    (ns_id, ns_id),
+                )
+                return {int(v) for r in rows for v in r if v is not None}
+
+            def prologue() -> None:
+                conn.execute(
+                    "DELETE FROM pin WHERE checkpoint_seq IN"
+                    " (SELECT seq FROM checkpoint WHERE namespace_id = ?)",
+                    (ns_id,),
+                )
+                conn.execute("DELETE FROM pointer WHERE namespace_id = ?", (ns_id,))
+
+            def epilogue() -> None:
+                conn.execute(
+                    "DELETE FROM namespace WHERE namespace_id = ? AND NOT EXISTS"
+                    " (SELECT 1 FROM checkpoint WHERE namespace_id = ?)",
+                    (ns_id, ns_id),
+                )
+                conn.execute("DELETE FROM retention WHERE scope = ?", (ns,))
+
+            return gc.delete_selected(
+                conn,
+                kind="drop_namespace",
+                select=select,
+                namespaces=[ns],
+                dry_run=dry_run,
+                grace_seconds=0.0,
+                exempt=exempt,
+                prologue=prologue,
+                epilogue=epilogue,
+            )
+
+    def prune(
+        self,
+        where: Mapping[str, Any],
+        *,
+        namespaces: list[str] | None = None,
+        dry_run: bool = False,
+    ) -> models.PruneReport:
+        """Delete every checkpoint whose metadata contains all of ``where``'s key/value pairs
+        (e.g. ``{"run_id": "r7"}``), in the given namespaces or all. CURRENT, fallbacks and
+        pinned checkpoints are kept and listed as skipped. A receipt is stored."""
+        if not isinstance(where, Mapping) or not where:
+            raise errors.InvalidInputError("prune needs a non-empty metadata filter")
+        validation.metadata(where)
+        wanted = dict(where)
+        scope = [validation.namespace(n) for n in namespaces] if namespaces else None
+        with self._use(write=True) as conn:
+
+            def select() -> list[tuple[int, str]]:
+                rows = conn.execute(
+                    "SELECT c.seq, c.id, n.name, c.metadata FROM checkpoint c"
+                    " JOIN namespace n ON n.namespace_id = c.namespace_id"
+                )
+                out = []
+                for seq, cid, ns, meta in rows:
+                    if scope is not None and ns not in scope:
+                        continue
+                    values = validation.metadata_from_json(meta)
+                    if all(k in values and values[k] == v for k, v in wanted.items()):
+                        out.append((int(seq), str(cid)))
+                return out
+
+            return gc.delete_selected(
+                conn,
+                kind="prune",
+                select=select,
+                namespaces=scope or ["*"],
+                dry_run=dry_run,
+                grace_seconds=0.0,
+            )
 
     # -- inspection, checkout, export and import --------------------------------------
 

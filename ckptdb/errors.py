@@ -128,6 +128,12 @@ class ConflictError(CkptdbError):
         self.actual = actual
 
 
+class ProtectedError(CkptdbError):
+    """The operation would delete a pinned checkpoint; unpin it (or ask to) first."""
+
+    code = "protected"
+
+
 class ChunkMissingError(CkptdbError):
     """A staged chunk vanished before the commit referenced it (GC reclaimed it); retry."""
 

@@ -221,3 +221,52 @@ class QueryResult(_Model):
 
     columns: list[str]
     rows: list[list[Any]]
+
+
+class Pin(_Model):
+    """A named reference protecting a checkpoint from GC."""
+
+    name: str
+    checkpoint_id: str
+    namespace: str
+    created_at: datetime
+    note: str | None
+
+
+class GcReport(_Model):
+    """What a GC did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    receipt_id: int | None
+    policy: dict[str, Any] | None = Field(
+        description="the explicit policy, or None when each namespace's stored policy applied"
+    )
+    namespaces: list[str]
+    grace_seconds: float
+    checkpoints_examined: int
+    checkpoints_kept: int
+    checkpoints_deleted: int
+    deleted_ids: list[str]
+    blobs_deleted: int
+    chunks_deleted: int
+    bytes_freed: int = Field(description="stored blob/chunk bytes released")
+    file_bytes_before: int
+    file_bytes_after: int
+    pages_reclaimed: int
+    at: datetime
+
+
+class PruneReport(_Model):
+    """What ``drop_namespace`` or ``prune`` deleted (or would delete)."""
+
+    kind: Literal["drop_namespace", "prune"]
+    dry_run: bool
+    receipt_id: int | None
+    namespaces: list[str]
+    checkpoints_deleted: int
+    deleted_ids: list[str]
+    skipped: list[Rejection] = Field(description="matching checkpoints that are protected")
+    blobs_deleted: int
+    chunks_deleted: int
+    bytes_freed: int
+    at: datetime

@@ -425,9 +425,7 @@ def test_help_documents_exit_statuses() -> None:
 def script(
     *args: str, code: int = 0, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(
-        [SCRIPT, *args], capture_output=True, cwd=cwd, timeout=120, check=False
-    )
+    result = subprocess.run([SCRIPT, *args], capture_output=True, cwd=cwd, timeout=120, check=False)
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     return result
 
@@ -467,3 +465,55 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     assert script("show", str(db), "job~5", code=3).stderr.startswith(
         b"error: checkpoint_not_found"
     )
+
+
+def test_gc_pins_retention_prune_and_drop_commands(tmp_path: Path) -> None:
+    db = tmp_path / "gc.ckpt"
+    for i in range(8):
+        (tmp_path / "s.bin").write_bytes(os.urandom(2000) + bytes([i]))
+        run(
+            "commit",
+            str(db),
+            "run",
+            str(tmp_path / "s.bin"),
+            "--meta",
+            f"loss={i % 4}",
+            "--meta",
+            f"run_id=r{i % 2}",
+        )
+    log = run_json("log", str(db), "run")
+    pinned = run_json("pin", str(db), "run~6", "baseline", "--note", "first good")
+    assert pinned["checkpoint_id"] == log[6]["id"]
+    assert run_json("pin", str(db), "run~5", "baseline", code=4)["code"] == "conflict"
+    assert [p["name"] for p in run_json("pins", str(db))] == ["baseline"]
+    assert "pinned" in run_json("log", str(db), "run")[6]["markers"]
+    assert "P" in run("log", str(db), "run").stdout
+
+    plan = run_json("gc", str(db), "--keep-last", "3", "--grace", "0s", "--dry-run")
+    assert plan["dry_run"] and plan["checkpoints_deleted"] == 4
+    assert "would delete 4" in run("gc", str(db), "--keep-last", "3", "--dry-run").stdout
+    assert len(run_json("log", str(db), "run")) == 8  # dry run changed nothing
+    done = run_json("gc", str(db), "--keep-last", "3", "--grace", "0s", "--keep-best", "loss:1:min")
+    # keep-best keeps one more than the dry run planned; nothing outside the plan goes.
+    assert set(done["deleted_ids"]) < set(plan["deleted_ids"])
+    assert done["receipt_id"] is not None and done["checkpoints_deleted"] >= 2
+    assert run_json("gc", str(db), "--keep-best", "loss", code=7)["code"] == "invalid_input"
+    assert run_json("gc", str(db), "--keep-within", "soon", code=7)["code"] == "invalid_input"
+
+    run("retention", "set", str(db), "--keep-last", "2")
+    run("retention", "set", str(db), "--keep-daily", "7", "--namespace", "run")
+    shown = run_json("retention", "show", str(db))
+    assert shown == {"*": {"keep_last": 2}, "run": {"keep_daily": 7}}
+    assert run_json("retention", "set", str(db), code=7)["code"] == "invalid_input"
+    assert run_json("retention", "clear", str(db), "--namespace", "run")["removed"] is True
+
+    pruned = run_json("prune", str(db), "--where", "run_id=r0", "--dry-run")
+    assert pruned["dry_run"] and pruned["kind"] == "prune"
+    run("unpin", str(db), "baseline")
+    assert run_json("unpin", str(db), "baseline", code=3)["code"] == "not_found"
+    run("pin", str(db), "run@current", "head")
+    assert run_json("drop-namespace", str(db), "run", code=4)["code"] == "protected"
+    dropped = run_json("drop-namespace", str(db), "run", "--force")
+    assert dropped["checkpoints_deleted"] >= 3
+    assert run_json("namespaces", str(db)) == []
+    assert run_json("verify", str(db))["ok"]

@@ -132,3 +132,41 @@ def test_persistent_failure_at_commit_never_acknowledges(vfs: FaultVFS, tmp_path
         ack = db.commit("ns", {"a": b"2"})
         assert ack.parent_id == base.checkpoint_id
         assert db.current("ns").read("a") == b"2"  # type: ignore[union-attr]
+
+
+def _gc_fixture(path: Path, vfs: FaultVFS) -> list[str]:
+    with ckptdb.open(path, vfs=vfs.name, chunk_size=CHUNK) as db:
+        ids = [
+            db.commit("ns", {"w": os.urandom(2 * CHUNK + i), "s": str(i)}).checkpoint_id
+            for i in range(8)
+        ]
+        db.pin(ids[1], "keep")
+    return ids
+
+
+def test_io_error_in_the_middle_of_a_gc_sweep_leaves_a_consistent_database(
+    vfs: FaultVFS, tmp_path: Path
+) -> None:
+    policy = ckptdb.RetentionPolicy(keep_last=2)
+    probe = tmp_path / "probe.ckpt"
+    _gc_fixture(probe, vfs)
+    with ckptdb.open(probe, vfs=vfs.name) as db, vfs.armed(vfs.count_calls()) as counted:
+        db.gc(policy, grace=0)
+    total = counted.counts["write"]
+    assert total > 5
+    for nth in range(1, total + 1, max(1, total // 12)):
+        path = tmp_path / f"gc-{nth}.ckpt"
+        ids = _gc_fixture(path, vfs)
+        with ckptdb.open(path, vfs=vfs.name) as db:
+            plan = FaultPlan(op="write", nth=nth, error="ioerr")
+            with vfs.armed(plan), pytest.raises(errors.CkptdbError):
+                db.gc(policy, grace=0)
+            assert plan.fired
+        with ckptdb.open(path) as db:
+            assert db.verify().ok
+            for cid in (ids[-1], ids[-2], ids[1]):  # CURRENT, fallback, pinned
+                db.get(cid).verify()
+            db.gc(policy, grace=0)  # re-runnable: finishes the job
+            assert db.verify().ok
+            remaining = {c.id for c in db.lineage("ns")} | {p.checkpoint_id for p in db.pins()}
+            assert remaining == {ids[-1], ids[-2], ids[1]}

@@ -1,0 +1,102 @@
+"""Pins: named references that protect a checkpoint from GC and every retention policy."""
+
+from __future__ import annotations
+
+from . import catalog, errors, models
+from .connection import Connection
+
+MAX_PIN_NAME = 200
+
+
+def validate_name(name: object) -> str:
+    """A pin name: 1-200 printable characters."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > MAX_PIN_NAME
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name)
+        or name != name.strip()
+    ):
+        raise errors.InvalidInputError(
+            f"pin name must be 1-{MAX_PIN_NAME} printable characters without surrounding "
+            f"spaces, got {name!r}"
+        )
+    return name
+
+
+_SELECT = (
+    "SELECT p.name, c.id, n.name, p.created_at_ms, p.note FROM pin p"
+    " JOIN checkpoint c ON c.seq = p.checkpoint_seq"
+    " JOIN namespace n ON n.namespace_id = c.namespace_id"
+)
+
+
+def _model(row: tuple[object, ...]) -> models.Pin:
+    return models.Pin(
+        name=str(row[0]),
+        checkpoint_id=str(row[1]),
+        namespace=str(row[2]),
+        created_at=models.from_ms(int(row[3])),  # type: ignore[call-overload]
+        note=None if row[4] is None else str(row[4]),
+    )
+
+
+def get(conn: Connection, name: str) -> models.Pin | None:
+    """The pin with this name, if any."""
+    row = conn.one(_SELECT + " WHERE p.name = ?", (name,))
+    return None if row is None else _model(row)
+
+
+def list_pins(conn: Connection, namespace: str | None = None) -> list[models.Pin]:
+    """Pins (of one namespace, or all), by name."""
+    rows = conn.execute(_SELECT + " WHERE ?1 IS NULL OR n.name = ?1 ORDER BY p.name", (namespace,))
+    return [_model(r) for r in rows]
+
+
+def pin(
+    conn: Connection,
+    name: str,
+    target: catalog.CheckpointRow,
+    *,
+    note: str | None,
+    replace: bool,
+    now_ms: int,
+) -> models.Pin:
+    """Create (or, with ``replace``, move) a pin, inside the caller's write transaction.
+
+    A pin name is write-once: pinning the same checkpoint again is a no-op; pinning a
+    different one is a ConflictError unless ``replace``.
+    """
+    existing = get(conn, name)
+    if existing is not None:
+        if existing.checkpoint_id == target.id:
+            return existing
+        if not replace:
+            raise errors.ConflictError(
+                f"pin {name!r} already protects {existing.checkpoint_id[:12]}; pass "
+                "replace=True (--replace) to move it to "
+                f"{target.id[:12]}, or choose another name",
+                expected=existing.checkpoint_id,
+                actual=target.id,
+            )
+        conn.execute(
+            "UPDATE pin SET checkpoint_seq = ?, created_at_ms = ?, note = ? WHERE name = ?",
+            (target.seq, now_ms, note, name),
+        )
+    else:
+        conn.execute(
+            "INSERT INTO pin (name, checkpoint_seq, created_at_ms, note) VALUES (?, ?, ?, ?)",
+            (name, target.seq, now_ms, note),
+        )
+    found = get(conn, name)
+    assert found is not None
+    return found
+
+
+def unpin(conn: Connection, name: str) -> models.Pin:
+    """Remove a pin (inside the caller's write transaction); returns what it was."""
+    existing = get(conn, name)
+    if existing is None:
+        raise errors.NotFoundError(f"no pin named {name!r}", pin=name)
+    conn.execute("DELETE FROM pin WHERE name = ?", (name,))
+    return existing

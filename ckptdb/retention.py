@@ -1,0 +1,172 @@
+"""Retention policies: which checkpoints of a namespace GC keeps.
+
+A policy is a set of rules; a checkpoint is kept if *any* rule keeps it (composable, like
+restic's ``--keep-*`` flags). Whatever the policy, GC always keeps every CURRENT, its
+fallback and every pinned checkpoint, and never deletes bytes a kept checkpoint uses.
+
+Thinning rules look at the lineage of CURRENT (parent links from CURRENT):
+
+* ``keep_last=N``    -- CURRENT and its N-1 nearest ancestors;
+* ``keep_every=N``   -- the newest checkpoint of every run of N generations;
+* ``keep_hourly=N`` / ``keep_daily=N`` / ``keep_weekly=N`` -- the newest checkpoint of each of
+  the N most recent hours / days / ISO weeks (UTC) that have one.
+
+Value rules look at every stored checkpoint of the namespace:
+
+* ``keep_within``    -- everything created within a duration ("90m", "36h", "7d", "2w");
+* ``keep_best``      -- the best N by a numeric metadata key (``min`` or ``max``);
+* ``keep_matching``  -- checkpoints whose metadata contains these key/value pairs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from . import errors
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+)([smhdw])")
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+
+def parse_duration(value: str | int | float) -> int:
+    """Seconds in a duration such as ``"7d"``, ``"1d12h"``, ``"90m"`` (or a number of seconds)."""
+    if isinstance(value, bool):
+        raise errors.InvalidInputError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise errors.InvalidInputError(f"a duration cannot be negative: {value!r}")
+        return int(value)
+    text = value.strip().lower()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise errors.InvalidInputError(
+            f"not a duration: {value!r}; use a number with a unit s, m, h, d or w, e.g. '7d', "
+            "'36h', '1d12h'"
+        )
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+class KeepBest(BaseModel):
+    """Keep the best ``n`` checkpoints by the numeric metadata value ``key``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(min_length=1)
+    n: int = Field(ge=1)
+    mode: Literal["min", "max"] = "min"
+
+
+class RetentionPolicy(BaseModel):
+    """Rules for what GC keeps (see the module docstring). Empty = keep only the protected
+    checkpoints (every CURRENT, its fallback and pins)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_last: int | None = Field(default=None, ge=1)
+    keep_within_seconds: int | None = Field(default=None, ge=0)
+    keep_every: int | None = Field(default=None, ge=1)
+    keep_hourly: int | None = Field(default=None, ge=1)
+    keep_daily: int | None = Field(default=None, ge=1)
+    keep_weekly: int | None = Field(default=None, ge=1)
+    keep_best: tuple[KeepBest, ...] = ()
+    keep_matching: dict[str, Any] | None = None
+
+    @field_validator("keep_within_seconds", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return None if value is None else parse_duration(value)
+
+    @classmethod
+    def build(cls, **rules: Any) -> RetentionPolicy:
+        """Construct from keyword rules, accepting ``keep_within="7d"``; bad rules raise
+        InvalidInputError."""
+        if "keep_within" in rules:
+            rules["keep_within_seconds"] = rules.pop("keep_within")
+        try:
+            return cls.model_validate(rules)
+        except ValueError as exc:
+            raise errors.InvalidInputError(f"invalid retention policy: {exc}") from exc
+
+    def is_empty(self) -> bool:
+        """True when no rule is set."""
+        return self == RetentionPolicy()
+
+    def needs_metadata(self) -> bool:
+        """True when evaluating the policy reads checkpoint metadata."""
+        return bool(self.keep_best) or self.keep_matching is not None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What policy evaluation knows about one stored checkpoint."""
+
+    seq: int
+    generation: int
+    created_at_ms: int
+    depth: int | None  # distance from CURRENT along the lineage; None = not on it
+    metadata: dict[str, Any] | None
+
+
+def _newest_per_bucket(items: Iterable[Candidate], bucket_of: Any, buckets: int | None) -> set[int]:
+    best: dict[int, Candidate] = {}
+    for c in items:
+        b = bucket_of(c)
+        old = best.get(b)
+        if old is None or (c.generation, c.created_at_ms) > (old.generation, old.created_at_ms):
+            best[b] = c
+    chosen = sorted(best.items(), reverse=True)
+    if buckets is not None:
+        chosen = chosen[:buckets]
+    return {c.seq for _, c in chosen}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def kept_by_policy(policy: RetentionPolicy, candidates: list[Candidate], now_ms: int) -> set[int]:
+    """Seqs of the checkpoints of one namespace that ``policy`` keeps."""
+    keep: set[int] = set()
+    lineage = [c for c in candidates if c.depth is not None]
+    if policy.keep_last is not None:
+        keep |= {c.seq for c in lineage if c.depth is not None and c.depth < policy.keep_last}
+    if policy.keep_every is not None:
+        every = policy.keep_every
+        keep |= _newest_per_bucket(lineage, lambda c: (c.generation - 1) // every, None)
+    if policy.keep_hourly is not None:
+        keep |= _newest_per_bucket(
+            lineage, lambda c: c.created_at_ms // HOUR_MS, policy.keep_hourly
+        )
+    if policy.keep_daily is not None:
+        keep |= _newest_per_bucket(lineage, lambda c: c.created_at_ms // DAY_MS, policy.keep_daily)
+    if policy.keep_weekly is not None:
+        # Day 0 (1970-01-01) was a Thursday; +3 makes weeks start on Monday (ISO).
+        keep |= _newest_per_bucket(
+            lineage, lambda c: (c.created_at_ms // DAY_MS + 3) // 7, policy.keep_weekly
+        )
+    if policy.keep_within_seconds is not None:
+        cutoff = now_ms - policy.keep_within_seconds * 1000
+        keep |= {c.seq for c in candidates if c.created_at_ms >= cutoff}
+    for best in policy.keep_best:
+        scored = [
+            (c.metadata[best.key], c)
+            for c in candidates
+            if c.metadata is not None and _is_number(c.metadata.get(best.key))
+        ]
+        scored.sort(key=lambda vc: (vc[0] if best.mode == "min" else -vc[0], -vc[1].generation))
+        keep |= {c.seq for _, c in scored[: best.n]}
+    if policy.keep_matching is not None:
+        wanted = policy.keep_matching.items()
+        keep |= {
+            c.seq
+            for c in candidates
+            if c.metadata is not None and all(c.metadata.get(k) == v for k, v in wanted)
+        }
+    return keep
