@@ -29,6 +29,7 @@ from .errors import (
     NoUsableCheckpointError,
     SchemaError,
 )
+from .extension import Session
 from .fallback import LoadResult
 from .models import (
     CheckpointInfo,
@@ -81,6 +82,7 @@ __all__ = [
     "Receipt",
     "RetentionPolicy",
     "SchemaError",
+    "Session",
     "VerifyReport",
     "__version__",
     "errors",

@@ -24,6 +24,7 @@ from . import __version__, errors
 from .database import Database
 from .database import open as open_database
 from .demo import run as run_demo
+from .importers import IMPORTERS, run_import
 from .paths import entries_from_paths
 from .publish import UNSET
 from .retention import KeepBest, RetentionPolicy
@@ -1010,6 +1011,44 @@ def prune(
             _parse_meta(where, None), namespaces=list(namespaces) or None, dry_run=dry_run
         )
     _prune_output(report, as_json)
+
+
+@main.command(name="import-from")
+@click.argument("kind", type=click.Choice(sorted(IMPORTERS)))
+@click.argument("source", type=click.Path(exists=True))
+@click.argument("db")
+@click.option("--namespace", help="Namespace to import into (default: derived from the source).")
+@click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
+@json_option
+@command
+def import_from(
+    kind: str, source: str, db: str, namespace: str | None, dry_run: bool, as_json: bool
+) -> None:
+    """Import checkpoints from another store (idempotent: a second run imports nothing new).
+
+    \b
+    KIND is one of:
+      fs-store          a content-addressed checkpoint directory (checkpoints/<id>/manifest.json,
+                        files/<digest>, CURRENT)
+      json-dir          a directory of one JSON document per checkpoint (one namespace per run)
+      state-dir         an engine-state directory with a manifest written last
+      langgraph-sqlite  a LangGraph SqliteSaver database (needs ckptdb[langgraph])
+    """
+    with _open(db) as handle, _progress("importing", as_json) as progress:
+        report = run_import(
+            handle, kind, source, namespace=namespace, dry_run=dry_run, progress=progress
+        )
+    if as_json:
+        _print_json(report)
+        return
+    new = sum(1 for i in report.imported if i.created)
+    verb = "would import" if report.dry_run else "imported"
+    click.echo(
+        f"{verb} {new} checkpoints ({len(report.imported) - new} already present) "
+        f"into {', '.join(report.namespaces) or '-'}; {len(report.skipped)} skipped"
+    )
+    for skip in report.skipped:
+        click.echo(f"skipped {skip.source_id}: {skip.code}: {skip.detail}", err=True)
 
 
 @main.command()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import IO, Any, Literal
 
 from . import blobs, catalog, errors, files, gc, migrate, models, pins, stats, transfer, validation
@@ -25,6 +28,7 @@ from .connection import (
     open_connection,
     open_probe,
 )
+from .extension import Session
 from .fallback import LoadResult, Validator, load_with_fallback
 from .publish import UNSET, CommitPlan, _Unset, confirm, move_pointer, publish
 from .receipts import list_receipts, store_receipt
@@ -300,6 +304,8 @@ class Database:
         metadata: Mapping[str, Any] | None = None,
         expect_current: str | _Unset | None = UNSET,
         reason: str = "commit",
+        base: str | None = None,
+        on_publish: Callable[[Session, models.CommitAck], None] | None = None,
     ) -> models.CommitAck:
         """Publish a checkpoint atomically and move the namespace's CURRENT to it.
 
@@ -311,11 +317,19 @@ class Database:
         Idempotent: committing content identical to CURRENT's (on the same parent) returns
         CURRENT's id with ``created=False``; a retry after CommitOutcomeUnknownError
         therefore converges whether or not the first attempt landed.
+
+        ``base`` commits on top of an older checkpoint of the namespace instead of CURRENT
+        (a branch, e.g. resuming from an earlier state); CURRENT still moves to the new
+        checkpoint. ``on_publish(session, ack)`` runs inside the commit transaction, after
+        the pointer moved and before COMMIT, so an integration can write its own rows
+        atomically with the checkpoint (see :meth:`write_session`).
         """
         ns = validation.namespace(namespace)
         metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
         if not isinstance(expect_current, _Unset) and expect_current is not None:
             validation.checkpoint_id(expect_current)
+        if base is not None:
+            validation.checkpoint_id(base)
         if not isinstance(reason, str) or not reason or len(reason) > 200:
             raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
         if not isinstance(entries, Mapping):
@@ -339,7 +353,15 @@ class Database:
                     media_type, schema, value = value.media_type, value.schema, value.value
                 blob = self._blobs.prepare(value, budget, now)
                 prepared.append(PreparedEntry(name, blob, media_type, schema))
-            plan = CommitPlan(ns, prepared, metadata_json, expect_current, reason)
+            plan = CommitPlan(
+                ns,
+                prepared,
+                metadata_json,
+                expect_current,
+                reason,
+                base=base,
+                on_publish=on_publish,
+            )
             try:
                 with conn.write_transaction():
                     return publish(conn, self._blobs, plan, _now_ms())
@@ -641,6 +663,42 @@ class Database:
         ``progress(phase, done, total)`` is called as the check advances."""
         with self._use() as conn:
             return verify_database(self, conn, quick=quick, progress=progress)
+
+    # -- extension points for integrations ----------------------------------------------
+
+    def apply_migration_set(self, name: str, directory: Traversable | str) -> list[int]:
+        """Create or upgrade an integration's own tables: apply the pending migrations of
+        the set ``name`` found in ``directory`` (``NNNN_slug.sql`` files), each in its own
+        transaction, recorded with checksums beside the core's but versioned independently.
+        An edited or unknown migration is refused like the core's. Returns the versions
+        applied."""
+        if (
+            not isinstance(name, str)
+            or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name)
+            or (name == migrate.CORE)
+        ):
+            raise errors.InvalidInputError(
+                f"migration set name must match [a-z][a-z0-9_]* and not be 'core', got {name!r}"
+            )
+        folder = Path(directory) if isinstance(directory, str) else directory
+        mset = migrate.load_set(name, folder)
+        with self._use(write=True) as conn:
+            return [m.version for m in migrate.apply_pending(conn, mset)]
+
+    @contextmanager
+    def write_session(self) -> Iterator[Session]:
+        """A ``BEGIN IMMEDIATE`` transaction for an integration's own tables: statements run
+        through the yielded session, COMMIT happens when the block ends (ROLLBACK if it
+        raises). Only for tables of an integration's migration set: the core tables change
+        only through this API."""
+        with self._use(write=True) as conn, conn.write_transaction():
+            yield conn
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A consistent read snapshot for several queries."""
+        with self._use() as conn, conn.read_transaction():
+            yield conn
 
     # -- pins, retention and garbage collection ---------------------------------------
 

@@ -270,3 +270,33 @@ class PruneReport(_Model):
     chunks_deleted: int
     bytes_freed: int
     at: datetime
+
+
+class ImportedItem(_Model):
+    """One source checkpoint that became (or already was) a ckptdb checkpoint."""
+
+    source_id: str = Field(description="the checkpoint's id or path in the source store")
+    namespace: str
+    checkpoint_id: str
+    created: bool = Field(description="False when it was already imported (idempotent)")
+
+
+class SkippedItem(_Model):
+    """Something in the source that was not imported, and why."""
+
+    source_id: str
+    code: str
+    detail: str
+
+
+class ImportReport(_Model):
+    """What ``ckptdb import-from`` imported and skipped."""
+
+    kind: str
+    source: str
+    dry_run: bool
+    receipt_id: int | None
+    namespaces: list[str]
+    imported: list[ImportedItem]
+    skipped: list[SkippedItem]
+    at: datetime

@@ -6,6 +6,7 @@ expensive work (validation, hashing, staging of large blobs) happened before the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -45,6 +46,8 @@ class CommitPlan:
     metadata_json: str
     expect_current: str | _Unset | None
     reason: str
+    base: str | None = None
+    on_publish: Callable[[Connection, models.CommitAck], None] | None = None
     attempted_id: str | None = field(default=None)
 
     def records(self) -> list[canonical.EntryRecord]:
@@ -98,14 +101,23 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
     current_id = ptr.current_id if ptr is not None else None
     records = plan.records()
 
+    base = None
+    if plan.base is not None:
+        base = catalog.require_checkpoint(conn, plan.base)
+        if base.namespace != ns:
+            raise errors.InvalidReferenceError(
+                f"base {plan.base[:12]} belongs to namespace {base.namespace!r}, not {ns!r}"
+            )
+
     if ptr is not None:
-        # Idempotence: CURRENT already holds exactly this content on top of the expected
-        # parent (a retry of a commit that landed, or an unchanged state).
-        expected_parent = (
-            ptr.current_parent_id
-            if isinstance(plan.expect_current, _Unset)
-            else plan.expect_current
-        )
+        # Idempotence: CURRENT already holds exactly this content on top of the parent this
+        # commit asks for (a retry of a commit that landed, or an unchanged state).
+        if base is not None:
+            expected_parent: str | None = base.id
+        elif isinstance(plan.expect_current, _Unset):
+            expected_parent = ptr.current_parent_id
+        else:
+            expected_parent = plan.expect_current
         if ptr.current_parent_id == expected_parent:
             same = canonical.checkpoint_id(
                 ns, ptr.current_parent_id, ptr.current_generation, records, plan.metadata_json
@@ -115,7 +127,7 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                 _, stored = _ensure_blobs(conn, blobs, plan, now_ms)
                 _record_repairs(conn, blobs, ns, same, now_ms)
                 confirm(conn, ptr, now_ms)
-                return _ack(
+                ack = _ack(
                     plan,
                     same,
                     ptr.current_parent_id,
@@ -125,6 +137,9 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                     stored,
                     now_ms,
                 )
+                if plan.on_publish is not None:
+                    plan.on_publish(conn, ack)
+                return ack
 
     if not isinstance(plan.expect_current, _Unset) and plan.expect_current != current_id:
         raise errors.ConflictError(
@@ -136,8 +151,12 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
             namespace=ns,
         )
 
-    parent_id = current_id
-    generation = ptr.current_generation + 1 if ptr is not None else 1
+    if base is not None:
+        parent_id: str | None = base.id
+        generation = base.generation + 1
+    else:
+        parent_id = current_id
+        generation = ptr.current_generation + 1 if ptr is not None else 1
     checkpoint_id = canonical.checkpoint_id(ns, parent_id, generation, records, plan.metadata_json)
     plan.attempted_id = checkpoint_id
 
@@ -182,7 +201,10 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
         reason=plan.reason,
         now_ms=now_ms,
     )
-    return _ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
+    ack = _ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
+    if plan.on_publish is not None:
+        plan.on_publish(conn, ack)
+    return ack
 
 
 def _ensure_blobs(
