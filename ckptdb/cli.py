@@ -1013,6 +1013,130 @@ def prune(
     _prune_output(report, as_json)
 
 
+@main.group()
+@click.argument("db")
+@click.pass_context
+def migrate(ctx: click.Context, db: str) -> None:
+    """Inspect and apply schema migrations of DB: status, plan, up, history."""
+    ctx.obj = {"db": db}
+
+
+def _open_for_migration(ctx: click.Context, readonly: bool = False, timeout: float = 30.0) -> Any:
+    return _open(
+        ctx.obj["db"], migrate="check", create=False, readonly=readonly, busy_timeout=timeout
+    )
+
+
+@migrate.command(name="status")
+@json_option
+@click.pass_context
+@command
+def migrate_status(ctx: click.Context, as_json: bool) -> None:
+    """The file's version, this ckptdb's version and what is pending."""
+    with _open_for_migration(ctx, readonly=True) as handle:
+        status = handle.migration_status()
+    if as_json:
+        _print_json(status)
+        return
+    state = "up to date" if status.up_to_date else f"{len(status.pending)} pending"
+    click.echo(
+        f"{status.path}: schema version {status.file_version}, this ckptdb knows "
+        f"{status.code_version} ({state})"
+    )
+    for m in status.pending:
+        click.echo(f"  pending {m.version:04d}_{m.name}  {m.checksum[:12]}")
+    for name, version in status.sets.items():
+        if name != "core":
+            click.echo(f"  migration set {name}: version {version}")
+
+
+@migrate.command(name="plan")
+@click.option("--to", type=click.IntRange(min=1), help="Stop at this version.")
+@json_option
+@click.pass_context
+@command
+def migrate_plan(ctx: click.Context, to: int | None, as_json: bool) -> None:
+    """Print the SQL that `up` would run."""
+    with _open_for_migration(ctx, readonly=True) as handle:
+        plan = handle.migration_plan(to=to)
+    if as_json:
+        _print_json(plan)
+        return
+    if not plan:
+        click.echo("-- nothing to do: the schema is up to date")
+    for m in plan:
+        click.echo(f"-- {m.migration_set} {m.version:04d}_{m.name} (sha256 {m.checksum})")
+        click.echo(m.sql or "")
+
+
+@migrate.command(name="up")
+@click.option("--to", type=click.IntRange(min=1), help="Stop at this version.")
+@click.option("--backup", "backup_path", type=click.Path(), help="Where to write the backup.")
+@click.option("--no-backup", is_flag=True, help="Do not take a backup first.")
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait for another writer before refusing.",
+)
+@json_option
+@click.pass_context
+@command
+def migrate_up(
+    ctx: click.Context,
+    to: int | None,
+    backup_path: str | None,
+    no_backup: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Back up (verified), then apply pending migrations, each in its own transaction."""
+    if backup_path and no_backup:
+        raise errors.InvalidInputError("--backup and --no-backup exclude each other")
+    backup: Any = False if no_backup else (backup_path or True)
+    with _open_for_migration(ctx, timeout=timeout) as handle:
+        result = handle.migrate(to=to, backup=backup)
+    if as_json:
+        _print_json(result)
+        return
+    if not result.applied:
+        click.echo(f"nothing to do: {result.path} is at version {result.to_version}")
+        return
+    if result.backup_path:
+        click.echo(f"backup (verified): {result.backup_path}")
+    for m in result.applied:
+        click.echo(f"applied {m.version:04d}_{m.name}")
+    click.echo(f"{result.path}: version {result.from_version} -> {result.to_version}")
+
+
+@migrate.command(name="history")
+@json_option
+@click.pass_context
+@command
+def migrate_history(ctx: click.Context, as_json: bool) -> None:
+    """Applied migrations with checksum, time and the ckptdb version that applied them."""
+    with _open_for_migration(ctx, readonly=True) as handle:
+        rows = handle.migration_history()
+    if as_json:
+        _print_json(rows)
+        return
+    _table(
+        ["set", "version", "name", "checksum", "applied at", "by ckptdb"],
+        [
+            [
+                m.migration_set,
+                m.version,
+                m.name,
+                m.checksum[:12],
+                _when(m.applied_at),
+                m.ckptdb_version,
+            ]
+            for m in rows
+        ],
+    )
+
+
 @main.command(name="import-from")
 @click.argument("kind", type=click.Choice(sorted(IMPORTERS)))
 @click.argument("source", type=click.Path(exists=True))

@@ -212,7 +212,7 @@ class Database:
             if pending and migrate_mode == "never":
                 raise errors.MigrationPendingError(
                     f"{path} is at schema version {migrate.user_version(conn)} and needs "
-                    f"migrations {', '.join(f'{m.version}_{m.name}' for m in pending)}; open it "
+                    f"migrations {', '.join(f'{m.version:04d}_{m.name}' for m in pending)}; open it "
                     "with migrate='auto' or run `ckptdb migrate DB up`",
                     pending=[m.version for m in pending],
                 )
@@ -275,11 +275,11 @@ class Database:
         return self._conn.readonly
 
     @contextmanager
-    def _use(self, *, write: bool = False) -> Iterator[Connection]:
+    def _use(self, *, write: bool = False, schema_work: bool = False) -> Iterator[Connection]:
         with self._lock:
             if self._closed:
                 raise errors.ClosedError("the database handle is closed; open it again")
-            if self._pending:
+            if self._pending and not schema_work:
                 raise errors.MigrationPendingError(
                     f"{self._path} needs schema migrations "
                     f"{[m.version for m in self._pending]} before it can be used; open it with "
@@ -664,6 +664,148 @@ class Database:
         with self._use() as conn:
             return verify_database(self, conn, quick=quick, progress=progress)
 
+    # -- schema migrations ----------------------------------------------------------
+
+    def migration_status(self) -> models.MigrationStatus:
+        """The file's schema version, this code's, and the pending migrations."""
+        with self._use(schema_work=True) as conn, conn.read_transaction():
+            core = migrate.core_set()
+            pending = migrate.check_history(conn, core)
+            version = migrate.user_version(conn)
+            sets = (
+                {
+                    str(name): int(v)
+                    for name, v in conn.execute(
+                        "SELECT migration_set, max(version) FROM ckptdb_migration"
+                        " GROUP BY migration_set ORDER BY migration_set"
+                    )
+                }
+                if version
+                else {}
+            )
+        return models.MigrationStatus(
+            path=self._path,
+            file_version=version,
+            code_version=core.latest,
+            up_to_date=not pending,
+            pending=[_migration_info(m, with_sql=False) for m in pending],
+            sets=sets,
+        )
+
+    def migration_plan(self, *, to: int | None = None) -> list[models.MigrationInfo]:
+        """The pending migrations (up to version ``to``) with the SQL each would run."""
+        with self._use(schema_work=True) as conn, conn.read_transaction():
+            pending = migrate.check_history(conn, migrate.core_set())
+        return [_migration_info(m, with_sql=True) for m in pending if to is None or m.version <= to]
+
+    def migration_history(self) -> list[models.MigrationInfo]:
+        """Every applied migration of every set, oldest first."""
+        with self._use(schema_work=True) as conn, conn.read_transaction():
+            if not migrate.user_version(conn):
+                return []
+            rows = conn.execute(
+                "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
+                " FROM ckptdb_migration ORDER BY applied_at_ms, migration_set, version"
+            )
+        return [
+            models.MigrationInfo(
+                migration_set=r[0],
+                version=r[1],
+                name=r[2],
+                checksum=r[3],
+                applied_at=models.from_ms(r[4]),
+                ckptdb_version=r[5],
+            )
+            for r in rows
+        ]
+
+    def migrate(
+        self, *, to: int | None = None, backup: str | os.PathLike[str] | bool = True
+    ) -> models.MigrationResult:
+        """Apply pending core migrations (up to ``to``), each in its own transaction.
+
+        Before anything changes, a consistent copy is taken with SQLite's online backup API
+        (``backup=True``: beside the file, named with the version; a path: there; False: no
+        backup) and verified. A migration that fails leaves the file at the last completed
+        version and the error says how to restore the backup. Waits up to the busy timeout
+        for another writer, then refuses with BusyTimeoutError."""
+        with self._use(write=True, schema_work=True) as conn:
+            core = migrate.core_set()
+            pending = migrate.check_history(conn, core)
+            start = migrate.user_version(conn)
+            goal = core.latest if to is None else to
+            if goal < start:
+                raise errors.InvalidInputError(
+                    f"cannot migrate down from version {start} to {goal}: migrations only go "
+                    "forward (restore a backup instead)"
+                )
+            todo = [m for m in pending if m.version <= goal]
+            if todo:
+                # Wait for (or refuse because of) another writer before writing a backup.
+                with conn.write_transaction():
+                    pass
+            backup_path: str | None = None
+            if todo and backup is not False:
+                backup_path = (
+                    os.path.abspath(os.fspath(backup))
+                    if not isinstance(backup, bool)
+                    else f"{self._path}.v{start}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
+                )
+                if os.path.lexists(backup_path):
+                    raise errors.InvalidInputError(f"the backup path {backup_path} exists")
+                files.create_private_file(backup_path)
+                with conn.read_transaction():
+                    conn.backup_to(backup_path)
+                    migrate.verify_backup(conn, backup_path)
+            applied: list[migrate.Migration] = []
+            try:
+                applied = migrate.apply_pending(conn, core, target=goal)
+            except errors.CkptdbError as exc:
+                done = migrate.user_version(conn)
+                restore = (
+                    f" To go back to version {start}, stop every process using the file, "
+                    f"delete {self._path}-wal and {self._path}-shm if present, and copy "
+                    f"{backup_path} over {self._path}."
+                    if backup_path
+                    else ""
+                )
+                raise errors.MigrationFailedError(
+                    f"{exc} The database is at version {done}, complete and consistent.{restore}",
+                    backup=backup_path,
+                    version=done,
+                ) from exc
+            self._pending = migrate.check_history(conn, core)
+            end = migrate.user_version(conn)
+            receipt_id = None
+            if applied:
+                with conn.write_transaction():
+                    receipt_id = store_receipt(
+                        conn,
+                        "migration",
+                        {
+                            "from_version": start,
+                            "to_version": end,
+                            "backup": backup_path,
+                            "applied": [f"{m.version:04d}_{m.name}" for m in applied],
+                        },
+                        namespace=None,
+                        checkpoint_id=None,
+                        at_ms=_now_ms(),
+                    )
+            if not self._pending:
+                stored = catalog.setting(conn, "chunk_size")
+                self._chunk_size = int(stored) if stored else self._chunk_size
+                self._blobs = BlobStore(conn, self._chunk_size)
+        return models.MigrationResult(
+            path=self._path,
+            from_version=start,
+            to_version=end,
+            applied=[_migration_info(m, with_sql=False) for m in applied],
+            backup_path=backup_path,
+            backup_verified=backup_path is not None,
+            receipt_id=receipt_id,
+        )
+
     # -- extension points for integrations ----------------------------------------------
 
     def apply_migration_set(self, name: str, directory: Traversable | str) -> list[int]:
@@ -1039,6 +1181,16 @@ class _LockedReader(io.RawIOBase):
             if piece is None:
                 return
             yield piece
+
+
+def _migration_info(m: migrate.Migration, *, with_sql: bool) -> models.MigrationInfo:
+    return models.MigrationInfo(
+        migration_set=m.migration_set,
+        version=m.version,
+        name=m.name,
+        checksum=m.checksum,
+        sql=m.sql if with_sql else None,
+    )
 
 
 def _pointer_model(ptr: catalog.PointerRow) -> models.Pointer:

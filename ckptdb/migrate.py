@@ -21,7 +21,7 @@ from importlib.resources.abc import Traversable
 
 from . import __version__ as _version
 from . import errors
-from .connection import APPLICATION_ID, Connection
+from .connection import APPLICATION_ID, Connection, open_probe
 from .resources import data_dir
 
 CORE = "core"
@@ -224,3 +224,38 @@ def apply_pending(
         if on_applied is not None:
             on_applied(migration)
     return done
+
+
+def verify_backup(source: Connection, backup_path: str) -> None:
+    """Check a fresh backup: SQLite integrity, same application id and schema version, and
+    the same number of rows in every table as the source (read in one snapshot)."""
+    probe = open_probe(backup_path)
+    try:
+        integrity = [str(r[0]) for r in probe.execute("PRAGMA integrity_check")]
+        if integrity != ["ok"]:
+            raise errors.CorruptionError(
+                f"the backup {backup_path} failed integrity_check: {integrity[:3]}",
+                reason="backup_invalid",
+            )
+        tables = [
+            str(r[0])
+            for r in source.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+        for pragma in ("application_id", "user_version"):
+            if probe.pragma(pragma) != source.pragma(pragma):
+                raise errors.CorruptionError(
+                    f"the backup {backup_path} has a different {pragma}", reason="backup_invalid"
+                )
+        for table in tables:
+            want = source.scalar(f'SELECT count(*) FROM "{table}"')
+            got = probe.scalar(f'SELECT count(*) FROM "{table}"')
+            if want != got:
+                raise errors.CorruptionError(
+                    f"the backup {backup_path} has {got} rows in {table}, the database {want}",
+                    reason="backup_invalid",
+                )
+    finally:
+        probe.close()

@@ -300,3 +300,38 @@ class ImportReport(_Model):
     imported: list[ImportedItem]
     skipped: list[SkippedItem]
     at: datetime
+
+
+class MigrationInfo(_Model):
+    """One migration: shipped (pending) or applied (with when and by which ckptdb)."""
+
+    migration_set: str
+    version: int
+    name: str
+    checksum: str
+    applied_at: datetime | None = None
+    ckptdb_version: str | None = None
+    sql: str | None = Field(default=None, description="the SQL, in a plan")
+
+
+class MigrationStatus(_Model):
+    """Where a file's schema stands relative to this ckptdb."""
+
+    path: str
+    file_version: int
+    code_version: int
+    up_to_date: bool
+    pending: list[MigrationInfo]
+    sets: dict[str, int] = Field(description="every migration set in the file -> its version")
+
+
+class MigrationResult(_Model):
+    """What ``migrate up`` did."""
+
+    path: str
+    from_version: int
+    to_version: int
+    applied: list[MigrationInfo]
+    backup_path: str | None
+    backup_verified: bool
+    receipt_id: int | None
