@@ -210,10 +210,11 @@ class Database:
                 ensure_wal(conn)
             pending = migrate.check_history(conn, core)
             if pending and migrate_mode == "never":
+                names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
                 raise errors.MigrationPendingError(
                     f"{path} is at schema version {migrate.user_version(conn)} and needs "
-                    f"migrations {', '.join(f'{m.version:04d}_{m.name}' for m in pending)}; open it "
-                    "with migrate='auto' or run `ckptdb migrate DB up`",
+                    f"migrations {names}; open it with migrate='auto' or run "
+                    "`ckptdb migrate DB up`",
                     pending=[m.version for m in pending],
                 )
             if pending and migrate_mode == "auto":

@@ -110,12 +110,12 @@ def test_failed_migration_stays_at_last_version_and_says_how_to_restore(
 ) -> None:
     vfs = FaultVFS("migrate-fault")
     try:
-        with ckptdb.open(v1, migrate="check", vfs=vfs.name) as db:
-            with (
-                vfs.armed(FaultPlan(op="write", nth=3, persistent=True)),
-                pytest.raises(errors.MigrationFailedError) as exc,
-            ):
-                db.migrate(backup=tmp_path / "before.bak")
+        with (
+            ckptdb.open(v1, migrate="check", vfs=vfs.name) as db,
+            vfs.armed(FaultPlan(op="write", nth=3, persistent=True)),
+            pytest.raises(errors.MigrationFailedError) as exc,
+        ):
+            db.migrate(backup=tmp_path / "before.bak")
         message = str(exc.value)
         assert "version 1" in message and str(tmp_path / "before.bak") in message
         assert "copy" in message
