@@ -87,6 +87,19 @@ class UnsafePathError(InvalidInputError):
     code = "unsafe_path"
 
 
+class SourceError(InvalidInputError):
+    """An import source cannot be imported as a whole (wrong layout, unreadable pointer,
+    inconsistent or hostile content). Nothing was imported."""
+
+    code = "invalid_source"
+
+
+class SourceTooNewError(SourceError):
+    """An import source was written by a newer version of its tool than ckptdb understands."""
+
+    code = "source_too_new"
+
+
 # --- lookups ---------------------------------------------------------------------------
 
 

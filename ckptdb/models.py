@@ -277,7 +277,7 @@ class ImportedItem(_Model):
 
     source_id: str = Field(description="the checkpoint's id or path in the source store")
     namespace: str
-    checkpoint_id: str
+    checkpoint_id: str | None = Field(description="None in a dry run for a new checkpoint")
     created: bool = Field(description="False when it was already imported (idempotent)")
 
 

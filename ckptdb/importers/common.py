@@ -1,0 +1,185 @@
+"""What every importer shares: safe reading of a source tree, idempotence, the report."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import canonical, errors, models, validation
+
+if TYPE_CHECKING:
+    from ..database import Database
+
+#: Largest single JSON document an importer reads into memory.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+Progress = Callable[[int, int], None]
+
+
+def lstat_regular(path: Path) -> os.stat_result:
+    """lstat ``path``; refuse a symlink or anything but a regular file (SourceError)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise errors.SourceError(f"{path} does not exist") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise errors.SourceError(f"{path} is a symlink; importers never follow symlinks")
+    if not stat.S_ISREG(st.st_mode):
+        raise errors.SourceError(f"{path} is not a regular file")
+    return st
+
+
+def require_directory(path: Path) -> None:
+    """Refuse a source root that is missing, a symlink or not a directory."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise errors.SourceError(f"{path} does not exist") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise errors.SourceError(f"{path} is not a directory (symlinks are not followed)")
+
+
+def read_no_follow(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """Read a regular file without following a symlink, refusing more than ``limit`` bytes."""
+    lstat_regular(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise errors.SourceError(f"{path} is larger than {limit} bytes")
+    return data
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """(sha256 hex, size) of a regular file, streamed, without following symlinks."""
+    lstat_regular(path)
+    h = hashlib.sha256()
+    size = 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        while piece := fh.read(4 * 1024 * 1024):
+            h.update(piece)
+            size += len(piece)
+    return h.hexdigest(), size
+
+
+def inside(root: Path, relative: str) -> Path:
+    """``root / relative`` after checking ``relative`` is a safe relative path (no '..',
+    not absolute) -- the same rule as ckptdb entry names."""
+    try:
+        validation.entry_name(relative)
+    except errors.InvalidNameError as exc:
+        raise errors.SourceError(f"unsafe path {relative!r} in the source: {exc}") from exc
+    return root / relative
+
+
+def canonical_digest(document: Mapping[str, Any], exclude: str) -> str:
+    """sha256 of the canonical JSON of ``document`` without the key ``exclude``."""
+    body = {k: v for k, v in document.items() if k != exclude}
+    return canonical.sha256_hex(canonical.dumps(body).encode("utf-8"))
+
+
+@dataclass
+class Collector:
+    """Accumulates the report of one import run."""
+
+    db: Database
+    kind: str
+    source: str
+    dry_run: bool
+    imported: list[models.ImportedItem] = field(default_factory=list)
+    skipped: list[models.SkippedItem] = field(default_factory=list)
+    namespaces: set[str] = field(default_factory=set)
+    _known: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def skip(self, source_id: str, code: str, detail: str) -> None:
+        """Record something not imported and why."""
+        self.skipped.append(models.SkippedItem(source_id=source_id, code=code, detail=detail))
+
+    def known(self, namespace: str) -> dict[str, str]:
+        """source_id -> checkpoint id of what an earlier run imported into ``namespace``."""
+        if namespace not in self._known:
+            found: dict[str, str] = {}
+            for info in self.db.lineage(namespace):
+                sid = info.metadata.get("source_id")
+                if isinstance(sid, str) and info.metadata.get("source") == self.kind:
+                    found.setdefault(sid, info.id)
+            self._known[namespace] = found
+        return self._known[namespace]
+
+    def commit(
+        self, namespace: str, source_id: str, entries: dict[str, Any], metadata: dict[str, Any]
+    ) -> str | None:
+        """Commit one source checkpoint (unless already imported, or in a dry run)."""
+        self.namespaces.add(namespace)
+        known = self.known(namespace)
+        if source_id in known:
+            self.imported.append(
+                models.ImportedItem(
+                    source_id=source_id,
+                    namespace=namespace,
+                    checkpoint_id=known[source_id],
+                    created=False,
+                )
+            )
+            return known[source_id]
+        checkpoint_id = None
+        if not self.dry_run:
+            ack = self.db.commit(
+                namespace,
+                entries,
+                metadata={"source": self.kind, "source_id": source_id, **metadata},
+                reason=f"import-from {self.kind}",
+            )
+            checkpoint_id = ack.checkpoint_id
+            known[source_id] = checkpoint_id
+        self.imported.append(
+            models.ImportedItem(
+                source_id=source_id, namespace=namespace, checkpoint_id=checkpoint_id, created=True
+            )
+        )
+        return checkpoint_id
+
+    def finish(self) -> models.ImportReport:
+        """Store a receipt (unless a dry run) and return the report."""
+        now_ms = time.time_ns() // 1_000_000
+        receipt_id = None
+        if not self.dry_run:
+            receipt_id = self.db._record_receipt(
+                "import-from",
+                {
+                    "kind": self.kind,
+                    "source": self.source,
+                    "namespaces": sorted(self.namespaces),
+                    "imported": sum(1 for i in self.imported if i.created),
+                    "already_present": sum(1 for i in self.imported if not i.created),
+                    "skipped": [s.model_dump() for s in self.skipped],
+                },
+            )
+        return models.ImportReport(
+            kind=self.kind,
+            source=self.source,
+            dry_run=self.dry_run,
+            receipt_id=receipt_id,
+            namespaces=sorted(self.namespaces),
+            imported=self.imported,
+            skipped=self.skipped,
+            at=models.from_ms(now_ms),
+        )
+
+
+def namespace_for(default: str, given: str | None, sub: str | None = None) -> str:
+    """The target namespace: ``given`` (with ``/sub`` when the source has several) or the
+    name derived from the source, validated."""
+    name = default if given is None else (given if sub is None else f"{given}/{sub}")
+    try:
+        return validation.namespace(name)
+    except errors.InvalidNamespaceError as exc:
+        raise errors.SourceError(
+            f"{name!r} cannot be a namespace ({exc}); pass --namespace"
+        ) from exc

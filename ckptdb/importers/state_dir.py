@@ -1,0 +1,124 @@
+"""Import an engine-state directory: several state files written one by one (temp file +
+fsync + rename) and ``manifest.json`` written last as the commit marker:
+
+    DIR/manifest.json                 {"schema_version": 1|2, "turn_count": N,
+                                       "written_at_revision": "...", ...}
+    DIR/recognizers.jsonl, DIR/discovery_candidates.jsonl, DIR/session_state.json, ...
+
+The whole directory becomes *one* checkpoint (all or nothing), the manifest's schema
+version, turn count, code revision and identities kept as metadata. A manifest newer than
+this importer understands is refused, as is a directory whose files were written after
+its manifest (an unfinished checkpoint) or that holds symlinks. Importing an unchanged
+directory again changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .. import errors, models
+from .common import Collector, Progress, lstat_regular, namespace_for, read_no_follow
+
+KIND = "state-dir"
+SUPPORTED_SCHEMA_VERSION = 2
+_MANIFEST = "manifest.json"
+
+
+def import_state_dir(
+    db: Any,
+    source: str,
+    *,
+    namespace: str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> models.ImportReport:
+    """Import the committed state of an engine-state directory as one checkpoint."""
+    root = Path(source)
+    st_root = os.lstat(root) if os.path.lexists(root) else None
+    if st_root is None or stat.S_ISLNK(st_root.st_mode) or not stat.S_ISDIR(st_root.st_mode):
+        raise errors.SourceError(f"{root} is not a directory (symlinks are not followed)")
+    try:
+        manifest_stat = lstat_regular(root / _MANIFEST)
+        manifest = json.loads(read_no_follow(root / _MANIFEST, 1024 * 1024))
+    except ValueError as exc:
+        raise errors.SourceError(
+            f"{root / _MANIFEST} is not valid JSON ({exc}): the state was never committed"
+        ) from exc
+    if not isinstance(manifest, dict):
+        raise errors.SourceError(f"{root / _MANIFEST} is not a JSON object")
+    version = manifest.get("schema_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise errors.SourceError(f"schema_version {version!r} is not an integer")
+    if version > SUPPORTED_SCHEMA_VERSION:
+        raise errors.SourceTooNewError(
+            f"{root} has engine-state schema_version {version}; this importer understands up "
+            f"to {SUPPORTED_SCHEMA_VERSION}. Import it with a newer ckptdb. Nothing was imported."
+        )
+    collector = Collector(db, KIND, os.path.abspath(source), dry_run)
+    entries: dict[str, bytes] = {}
+    for name in sorted(os.listdir(root)):
+        path = root / name
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise errors.SourceError(
+                f"{path} is a symlink; refusing to import a state directory with symlinks"
+            )
+        if name.startswith("."):
+            collector.skip(name, "temporary", "the temporary file of an unfinished write")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            collector.skip(name, "not_a_file", "not part of the layout (only files are)")
+            continue
+        if name != _MANIFEST and st.st_mtime_ns > manifest_stat.st_mtime_ns:
+            raise errors.SourceError(
+                f"{name} was written after {_MANIFEST}: the directory holds an unfinished "
+                "checkpoint. Let the writer finish (or restore it) and import again."
+            )
+        entries[name] = read_no_follow(path, 1 << 30)
+    metadata = {
+        "schema_version": version,
+        "turn_count": manifest.get("turn_count"),
+        "written_at_revision": manifest.get("written_at_revision"),
+        "engine_identity": manifest.get("engine_identity"),
+        "parent_engine_identity": manifest.get("parent_engine_identity"),
+        "source_dir": os.path.abspath(source),
+    }
+    ns = namespace_for(f"state/{root.resolve().name}", namespace)
+    source_id = f"turn {manifest.get('turn_count')} at {manifest.get('written_at_revision')}"
+    full_metadata = {"source": KIND, "source_id": source_id, **metadata}
+    collector.namespaces.add(ns)
+    if dry_run:
+        # ckptdb's own idempotence decides: the same content as CURRENT is not new.
+        current = db.current(ns)
+        unchanged = (
+            current is not None
+            and current.metadata == full_metadata
+            and {n: e.digest for n, e in current.entries.items()}
+            == {n: hashlib.sha256(v).hexdigest() for n, v in entries.items()}
+        )
+        collector.imported.append(
+            models.ImportedItem(
+                source_id=source_id,
+                namespace=ns,
+                checkpoint_id=current.id if unchanged and current else None,
+                created=not unchanged,
+            )
+        )
+    else:
+        ack = db.commit(ns, entries, metadata=full_metadata, reason=f"import-from {KIND}")
+        collector.imported.append(
+            models.ImportedItem(
+                source_id=source_id,
+                namespace=ns,
+                checkpoint_id=ack.checkpoint_id,
+                created=ack.created,
+            )
+        )
+    if progress is not None:
+        progress(1, 1)
+    return collector.finish()
