@@ -295,19 +295,12 @@ class BlobStore:
                 (blob.digest, blob.size, blob.inline, now_ms),
             )
             return self.conn.last_insert_rowid(), blob.size
-        unique_ids = sorted(set(blob.chunk_ids))
-        present = 0
-        for start in range(0, len(unique_ids), 500):
-            part = unique_ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            present += int(
-                self.conn.scalar(f"SELECT count(*) FROM chunk WHERE chunk_id IN ({marks})", part)
-            )
-        if present != len(unique_ids):
+        chunk_ids = self.resolve_chunks(blob.chunk_digests)
+        missing = sum(1 for c in chunk_ids if c is None)
+        if missing:
             raise errors.ChunkMissingError(
-                f"{len(unique_ids) - present} staged chunk(s) of blob {blob.digest[:12]} were "
-                "garbage-collected before the commit; nothing was published. Retry the commit "
-                "(it re-stages them)."
+                f"{missing} staged chunk(s) of blob {blob.digest[:12]} were garbage-collected "
+                "before the commit; nothing was published. Retry the commit (it re-stages them)."
             )
         self.conn.execute(
             "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
@@ -317,9 +310,29 @@ class BlobStore:
         blob_id = self.conn.last_insert_rowid()
         self.conn.executemany(
             "INSERT INTO blob_chunk (blob_id, seq, chunk_id) VALUES (?, ?, ?)",
-            [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(blob.chunk_ids)],
+            [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(chunk_ids)],
         )
         return blob_id, blob.bytes_staged
+
+    def resolve_chunks(self, digests: list[str]) -> list[int | None]:
+        """The chunk id of each digest now (None where the chunk is gone).
+
+        Chunks are looked up by digest inside the commit transaction, never by the id
+        staging returned: GC may delete a staged chunk and SQLite may give its rowid to the
+        next chunk inserted, so an id alone could silently name other bytes.
+        """
+        found: dict[str, int] = {}
+        unique = sorted(set(digests))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                (str(d), int(c))
+                for d, c in self.conn.execute(
+                    f"SELECT digest, chunk_id FROM chunk WHERE digest IN ({marks})", part
+                )
+            )
+        return [found.get(d) for d in digests]
 
     # -- reading ---------------------------------------------------------------------------
 

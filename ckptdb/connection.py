@@ -27,6 +27,7 @@ Settings and why (see also docs/performance.md):
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import urllib.parse
@@ -130,16 +131,46 @@ _READ_PRAGMAS_WITH_ARG = frozenset(
 )  # fmt: skip
 
 
-def _busy_handler(timeout: float | None) -> Callable[[int], bool]:
-    deadline_box: list[float] = [0.0]
+def _force_close(raw: apsw.Connection) -> None:
+    """Release a connection whatever happens, on a path where another error is already
+    being reported: apsw's forced close still lets a VFS error surface, and that second
+    error would hide the first (the one that says what went wrong)."""
+    try:
+        raw.close(True)
+    except apsw.Error:
+        return  # closed anyway; the caller raises the original error
+
+
+class LockWaits:
+    """How often and how long this connection waited for a lock another one held, and how
+    long it is willing to wait (``timeout``; None = forever)."""
+
+    def __init__(self, timeout: float | None = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.waits = 0
+        self.seconds = 0.0
+        self.timeout = timeout
+
+
+def _busy_handler(stats: LockWaits) -> Callable[[int], bool]:
+    deadline_box: list[float] = [0.0, 0.0]
 
     def handler(count: int) -> bool:
         now = time.monotonic()
         if count == 0:
+            timeout = stats.timeout
             deadline_box[0] = now + (timeout if timeout is not None else float("inf"))
+            deadline_box[1] = now
+            stats.waits += 1
         if now >= deadline_box[0]:
+            stats.seconds += now - deadline_box[1]
             return False
-        time.sleep(_BUSY_POLL_SECONDS)
+        # Poll every millisecond at first (a commit usually hands the lock over within a
+        # few), then back off with jitter up to 20 ms: every retry starts and ends a read
+        # transaction, and a crowd of writers retrying at 1 kHz each keeps dirtying the
+        # shared-memory index, which on ext4 can stall the lock holder's fsync for seconds.
+        delay = _BUSY_POLL_SECONDS if count < 10 else min(0.02, 0.001 * 1.3 ** (count - 10))
+        time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not crypto
+        stats.seconds += time.monotonic() - now
         return True
 
     return handler
@@ -153,12 +184,18 @@ class Connection:
     """
 
     def __init__(
-        self, raw: apsw.Connection, path: str, readonly: bool, synchronous: Synchronous = "full"
+        self,
+        raw: apsw.Connection,
+        path: str,
+        readonly: bool,
+        synchronous: Synchronous = "full",
+        lock_waits: LockWaits | None = None,
     ) -> None:
         self._raw = raw
         self.path = path
         self.readonly = readonly
         self.synchronous = synchronous
+        self.lock_waits = lock_waits or LockWaits()
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -175,6 +212,12 @@ class Connection:
         except apsw.Error as exc:
             self._raw.close(True)
             raise _translate(exc, "closing the database") from exc
+
+    def abandon(self) -> None:
+        """Close on an error path, while another exception is already propagating: a
+        failure to close (e.g. the final checkpoint hitting the same I/O error) must not
+        replace that exception. The WAL keeps the data; the next open recovers it."""
+        _force_close(self._raw)
 
     @property
     def in_transaction(self) -> bool:
@@ -413,9 +456,24 @@ class Connection:
 
     # -- maintenance --------------------------------------------------------------------
 
-    def wal_checkpoint(self, mode: Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]) -> Row:
-        """Run a WAL checkpoint; returns (busy, log frames, checkpointed frames)."""
-        row = self.one(f"PRAGMA wal_checkpoint({mode})")
+    def wal_checkpoint(
+        self, mode: Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"], wait: float | None = None
+    ) -> Row:
+        """Run a WAL checkpoint; returns (busy, log frames, checkpointed frames).
+
+        RESTART and TRUNCATE block new writers while they wait for readers to leave old
+        snapshots: ``wait`` bounds that wait (seconds) instead of the busy timeout, so
+        reclaiming space never starves writers behind a steady stream of readers.
+        """
+        previous = self.lock_waits.timeout
+        if wait is not None:
+            self.lock_waits.timeout = wait
+        try:
+            row = self.one(f"PRAGMA wal_checkpoint({mode})")
+        except errors.BusyTimeoutError:
+            return (1, -1, -1)
+        finally:
+            self.lock_waits.timeout = previous
         return row if row is not None else (0, 0, 0)
 
     def backup_to(self, dest_path: str) -> None:
@@ -449,8 +507,9 @@ def open_connection(
         )
     except apsw.Error as exc:
         raise _translate(exc, f"opening {path}") from exc
+    waits = LockWaits(busy_timeout)
     try:
-        raw.set_busy_handler(_busy_handler(busy_timeout))
+        raw.set_busy_handler(_busy_handler(waits))
         raw.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
         raw.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
         for pragma, value in (
@@ -461,9 +520,9 @@ def open_connection(
         ):
             raw.pragma(pragma, value)
     except apsw.Error as exc:
-        raw.close()
+        _force_close(raw)  # the configuration error is the one to report
         raise _translate(exc, f"configuring {path}") from exc
-    return Connection(raw, path, readonly, synchronous)
+    return Connection(raw, path, readonly, synchronous, waits)
 
 
 def open_probe(path: str) -> Connection:
@@ -483,7 +542,7 @@ def open_probe(path: str) -> Connection:
     try:
         raw = apsw.Connection(uri, flags=flags)
         raw.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
-        raw.set_busy_handler(_busy_handler(DEFAULT_BUSY_TIMEOUT))
+        raw.set_busy_handler(_busy_handler(LockWaits()))
     except apsw.Error as exc:
         raise _translate(exc, f"opening {path}") from exc
     return Connection(raw, path, readonly=True)

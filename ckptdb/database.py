@@ -123,6 +123,7 @@ class Database:
         max_metadata_bytes: int,
         pending: list[migrate.Migration],
         reopen: Callable[[], Connection],
+        vfs: str | None = None,
     ) -> None:
         self._conn = conn
         self._path = path
@@ -130,6 +131,7 @@ class Database:
         self._max_metadata_bytes = max_metadata_bytes
         self._pending = pending
         self._reopen = reopen
+        self._vfs = vfs
         self._lock = threading.RLock()
         self._closed = False
         self._broken = False
@@ -236,7 +238,7 @@ class Database:
             stored = catalog.setting(conn, "chunk_size") if not pending else None
             effective_chunk = int(stored) if stored else blobs.DEFAULT_CHUNK_SIZE
         except BaseException:
-            conn.close()
+            conn.abandon()
             raise
         return cls(
             conn,
@@ -245,6 +247,7 @@ class Database:
             max_metadata_bytes=max_metadata_bytes,
             pending=pending,
             reopen=connect,
+            vfs=vfs,
         )
 
     def close(self) -> None:
@@ -257,8 +260,15 @@ class Database:
     def __enter__(self) -> Database:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        # An error is already propagating: closing must not replace it.
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.abandon()
 
     @property
     def path(self) -> str:
@@ -269,6 +279,13 @@ class Database:
     def chunk_size(self) -> int:
         """Chunk size of this file in bytes (fixed at creation)."""
         return self._chunk_size
+
+    @property
+    def lock_waits(self) -> tuple[int, float]:
+        """Diagnostics: how many times this handle waited for another connection's lock,
+        and for how many seconds in all (WAL readers should show zero)."""
+        waits = self._conn.lock_waits
+        return waits.waits, waits.seconds
 
     @property
     def readonly(self) -> bool:
@@ -1097,7 +1114,7 @@ class Database:
                 since=since_id,
                 progress=progress,
                 create=lambda path, page_size: open(
-                    path, chunk_size=self._chunk_size, page_size=page_size
+                    path, chunk_size=self._chunk_size, page_size=page_size, vfs=self._vfs
                 ),
             )
 
@@ -1121,7 +1138,7 @@ class Database:
                 namespaces=namespaces,
                 overwrite=overwrite,
                 progress=progress,
-                open_source=lambda path: open(path, readonly=True),
+                open_source=lambda path: open(path, readonly=True, vfs=self._vfs),
             )
 
     def receipts(

@@ -313,8 +313,15 @@ def reclaim(conn: Connection) -> int:
         reclaimed += before - after
         if after >= before:
             break
-    conn.wal_checkpoint("TRUNCATE")
+    _truncate_wal(conn)
     return reclaimed
+
+
+def _truncate_wal(conn: Connection) -> None:
+    """Copy the WAL into the file and truncate it -- without holding writers up for more
+    than a moment if readers are busy (then the next checkpoint finishes the job)."""
+    conn.wal_checkpoint("PASSIVE")
+    conn.wal_checkpoint("TRUNCATE", wait=0.2)
 
 
 def _file_bytes(path: str) -> int:
@@ -388,7 +395,7 @@ def run(
                 checkpoint_id=None,
                 at_ms=now_ms,
             )
-        conn.wal_checkpoint("TRUNCATE")  # the receipt itself must not leave a WAL behind
+        _truncate_wal(conn)  # the receipt itself must not leave a WAL behind
     return models.GcReport(
         dry_run=dry_run,
         receipt_id=receipt_id,

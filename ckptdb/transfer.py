@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import catalog, errors, models, validation
+from .blobs import BlobStore
 from .canonical import chunk_list_digest
 from .connection import Connection
 from .files import fsync_directory
@@ -91,9 +92,11 @@ class _Copier:
 
     def stage_chunks(
         self, entries: Iterable[catalog.EntryRow], now_ms: int
-    ) -> dict[str, list[int]]:
-        """Copy the chunks of chunked blobs missing from dst; returns digest -> dst chunk ids."""
-        staged: dict[str, list[int]] = {}
+    ) -> dict[str, list[str]]:
+        """Copy the chunks of chunked blobs missing from dst; returns blob digest -> its
+        chunk digests in order (ids are resolved again by digest when the blob row is
+        written: a chunk deleted meanwhile may have had its rowid reused)."""
+        staged: dict[str, list[str]] = {}
         for entry in entries:
             if entry.chunk_count == 0 or entry.digest in staged:
                 continue
@@ -116,13 +119,13 @@ class _Copier:
                     entry=entry.name,
                     reason="chunk_list_mismatch",
                 )
-            staged[entry.digest] = [
-                self._copy_chunk(int(c[0]), str(c[1]), int(c[2]), now_ms) for c in chunks
-            ]
+            for c in chunks:
+                self._copy_chunk(int(c[0]), str(c[1]), int(c[2]), now_ms)
+            staged[entry.digest] = [str(c[1]) for c in chunks]
         return staged
 
     def ensure_blob(
-        self, entry: catalog.EntryRow, staged: dict[str, list[int]], now_ms: int
+        self, entry: catalog.EntryRow, staged: dict[str, list[str]], now_ms: int
     ) -> int:
         """dst blob id for an entry's blob (inside dst's open write transaction)."""
         cached = self.counts.blob_ids.get(entry.digest)
@@ -152,19 +155,15 @@ class _Copier:
             blob_id = self.dst.last_insert_rowid()
             self.counts.bytes_copied += len(data)
         else:
-            chunk_ids = staged[entry.digest]
+            resolved = BlobStore(self.dst, 0).resolve_chunks(staged[entry.digest])
+            chunk_ids = [c for c in resolved if c is not None]
             list_digest = self.src.scalar(
                 "SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (entry.blob_id,)
             )
-            missing = [
-                c
-                for c in set(chunk_ids)
-                if not self.dst.scalar("SELECT 1 FROM chunk WHERE chunk_id = ?", (c,))
-            ]
-            if missing:
+            if len(chunk_ids) != len(resolved):
                 raise errors.ChunkMissingError(
-                    f"{len(missing)} copied chunk(s) were garbage-collected before the import "
-                    "committed; retry the import"
+                    f"{len(resolved) - len(chunk_ids)} copied chunk(s) were garbage-collected "
+                    "before the import committed; retry the import"
                 )
             self.dst.execute(
                 "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
@@ -184,7 +183,7 @@ class _Copier:
         self,
         row: catalog.CheckpointRow,
         entries: list[catalog.EntryRow],
-        staged: dict[str, list[int]],
+        staged: dict[str, list[str]],
         now_ms: int,
     ) -> None:
         """Copy one verified checkpoint (inside dst's open write transaction)."""
@@ -236,7 +235,7 @@ def _copy_rows(
     now_ms = _now_ms()
     ordered = sorted(rows, key=lambda r: (r.namespace, r.generation, r.id))
     prepared = []
-    staged: dict[str, list[int]] = {}
+    staged: dict[str, list[str]] = {}
     for index, row in enumerate(ordered, start=1):
         entries = _verified_entries(copier.src, row)
         staged.update(copier.stage_chunks(entries, now_ms))

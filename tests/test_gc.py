@@ -253,3 +253,18 @@ def test_bad_gc_arguments_are_refused(db: ckptdb.Database) -> None:
         RetentionPolicy.build(keep_sometimes=3)
     with pytest.raises(errors.NamespaceNotFoundError):
         db.gc(RetentionPolicy(keep_last=1), namespaces=["nope"])
+
+
+def test_a_reused_chunk_rowid_never_names_the_wrong_bytes(db: ckptdb.Database) -> None:
+    """Regression: GC deletes a staged chunk, SQLite hands its rowid to the next chunk
+    inserted, and the first publish must not link the other chunk's bytes (found by the
+    multi-process concurrency run)."""
+    now = int(time.time() * 1000)
+    first = db._blobs.prepare(os.urandom(2 * CHUNK), [0], now)
+    db.gc(grace=0)  # the staged, unreferenced chunks go
+    second = db._blobs.prepare(os.urandom(2 * CHUNK), [0], now)
+    assert set(second.chunk_ids) == set(first.chunk_ids)  # rowids were reused
+    plan = CommitPlan("ns", [PreparedEntry("w", first, None, None)], "{}", ckptdb.UNSET, "c")
+    with pytest.raises(errors.ChunkMissingError), db._conn.write_transaction():
+        publish(db._conn, db._blobs, plan, now)
+    assert db.current("ns") is None and db.verify().ok

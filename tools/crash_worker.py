@@ -1,11 +1,11 @@
-"""A workload that commits deterministic checkpoints in a loop until it is killed.
+"""A workload that commits, pins and collects garbage in a loop until it is killed.
 
-Used by the crash tests and tools/crash_loop.py: the parent kills this process with
-SIGKILL at random moments and then checks that the database is intact and that CURRENT is
-the last acknowledged checkpoint or the one right after it.
+Used by tools/crash_loop.py (and so by the test suite): the parent kills this process with
+SIGKILL at random moments and then checks the database.
 
-Protocol (stdout, one line each, flushed): ``READY`` once the database is open, then
-``ACK <i> <checkpoint id>`` after commit ``i`` returned its acknowledgement.
+Protocol (stdout, one line each, flushed *after* the operation returned):
+``READY``; ``ACK <i> <checkpoint id>`` after commit ``i``; ``PIN <name> <checkpoint id>``
+after a pin; ``GC <deleted>`` after a garbage collection.
 """
 
 from __future__ import annotations
@@ -20,16 +20,21 @@ import ckptdb
 
 NAMESPACE = "crash"
 CHUNK_SIZE = 64 * 1024
+KEEP_LAST = 4
 
 
 def entries_for(i: int) -> dict[str, bytes]:
-    """The content of commit ``i``: small JSON state, and every 7th commit a chunked blob."""
-    out = {"state.json": json.dumps({"i": i}).encode()}
-    if i % 7 == 0:
-        rng = random.Random(i)
+    """The content of commit ``i``: small JSON state; every 5th commit a chunked blob, and
+    a blob shared by many commits (so GC has shared bytes to get wrong)."""
+    rng = random.Random(i)
+    out = {
+        "state.json": json.dumps({"i": i}).encode(),
+        "shared.bin": random.Random(i // 10).randbytes(CHUNK_SIZE + 100),
+    }
+    if i % 5 == 0:
         out["model.bin"] = rng.randbytes(rng.randint(CHUNK_SIZE + 1, 3 * CHUNK_SIZE))
     else:
-        out["notes.txt"] = hashlib.sha256(str(i).encode()).hexdigest().encode() * 8
+        out["notes.txt"] = hashlib.sha256(str(i).encode()).hexdigest().encode() * rng.randint(1, 40)
     return out
 
 
@@ -37,14 +42,28 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("db")
     parser.add_argument("--start", type=int, required=True)
-    parser.add_argument("--count", type=int, default=10**9)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    rng = random.Random(args.seed)
+    out = sys.stdout
     with ckptdb.open(args.db, chunk_size=CHUNK_SIZE) as db:
-        print("READY", flush=True)
-        for i in range(args.start, args.start + args.count):
+        out.write("READY\n")
+        out.flush()
+        i = args.start
+        while True:
             ack = db.commit(NAMESPACE, entries_for(i), metadata={"i": i})
-            sys.stdout.write(f"ACK {i} {ack.checkpoint_id}\n")
-            sys.stdout.flush()
+            out.write(f"ACK {i} {ack.checkpoint_id}\n")
+            out.flush()
+            roll = rng.random()
+            if roll < 0.08:
+                pin = db.pin(ack.checkpoint_id, f"pin-{i}")
+                out.write(f"PIN {pin.name} {pin.checkpoint_id}\n")
+                out.flush()
+            elif roll < 0.25:
+                report = db.gc(ckptdb.RetentionPolicy(keep_last=KEEP_LAST), grace=0)
+                out.write(f"GC {report.checkpoints_deleted}\n")
+                out.flush()
+            i += 1
 
 
 if __name__ == "__main__":

@@ -2,9 +2,15 @@
 
 It sits over the default VFS and can fail the Nth ``xWrite`` / ``xSync`` / ``xTruncate`` /
 ``xFileSize`` call with ``SQLITE_IOERR`` or ``SQLITE_FULL``, once or persistently -- the way
-SQLite's own test suite proves that every fault point leaves the database consistent. It
-also keeps, for each file, the image "as of its last successful sync", so a test can
-build the file set a power loss at the moment of the fault would leave behind.
+SQLite's own test suite proves that every fault point leaves the database consistent.
+
+While armed it also tracks, for each file it writes, the file's image "as of its last
+successful sync", and at the moment a fault fires it captures two images of every watched
+database file set:
+
+* ``crash``  -- the files as the operating system holds them (what a killed process leaves);
+* ``power``  -- each file as of its last successful sync (what a power loss leaves: every
+  write that was not synced is lost; the -shm is never kept).
 
 This is test machinery: it deliberately talks to apsw directly and is not part of the
 ckptdb package.
@@ -18,16 +24,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import apsw
 
 Op = Literal["write", "sync", "truncate", "filesize"]
 ErrorKind = Literal["ioerr", "full"]
-
-
-class InjectedFault(Exception):
-    """Raised into SQLite (as IOERR/FULL) at the chosen call."""
+OPS: tuple[Op, ...] = ("write", "sync", "truncate", "filesize")
+SUFFIXES = ("", "-wal")
 
 
 @dataclass
@@ -39,20 +44,26 @@ class FaultPlan:
     error: ErrorKind = "ioerr"
     persistent: bool = False
     fired: bool = False
-    counts: dict[str, int] = field(
-        default_factory=lambda: {"write": 0, "sync": 0, "truncate": 0, "filesize": 0}
-    )
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
     fired_at: str | None = None
 
 
 class _State:
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.plan: FaultPlan | None = None
         self.armed = False
-        # path -> bytes of the file as of its last successful xSync (None: never synced)
-        self.synced: dict[str, bytes | None] = {}
-        self.track_sync_images = False
+        self.synced: dict[str, bytes | None] = {}  # path -> image at its last sync
+        self.watch: list[str] = []  # database paths whose images are captured
+        self.images_dir: Path | None = None
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
 
 
 class FaultVFS(apsw.VFS):
@@ -69,41 +80,56 @@ class FaultVFS(apsw.VFS):
     # -- control ---------------------------------------------------------------------
 
     @contextmanager
-    def armed(self, plan: FaultPlan) -> Iterator[FaultPlan]:
-        """Count calls and fire the fault only inside this block."""
-        with self.state.lock:
-            self.state.plan = plan
-            self.state.armed = True
+    def armed(
+        self,
+        plan: FaultPlan,
+        *,
+        watch: list[str | os.PathLike[str]] = (),  # type: ignore[assignment]
+        images_dir: Path | None = None,
+    ) -> Iterator[FaultPlan]:
+        """Count calls and fire the fault only inside this block. With ``watch`` and
+        ``images_dir``, capture crash/power images of those databases when it fires."""
+        st = self.state
+        with st.lock:
+            st.plan = plan
+            st.armed = True
+            st.watch = [os.fspath(p) for p in watch]
+            st.images_dir = images_dir
+            # Baseline: what is on disk when arming was made durable by the commit before.
+            st.synced = {db + s: _read(db + s) for db in st.watch for s in SUFFIXES}
         try:
             yield plan
         finally:
-            with self.state.lock:
-                self.state.armed = False
-                self.state.plan = None
+            with st.lock:
+                st.armed = False
+                st.plan = None
 
     def count_calls(self) -> FaultPlan:
         """A plan that never fires: arm it to count the calls an operation makes."""
         return FaultPlan(op="write", nth=10**12)
 
-    def track_sync_images(self, enabled: bool = True) -> None:
-        """Keep each file's image as of its last successful sync (costs a copy per sync)."""
-        self.state.track_sync_images = enabled
+    def _capture(self) -> None:
+        st = self.state
+        if st.images_dir is None:
+            return
+        for db in st.watch:
+            base = os.path.basename(db)
+            for kind in ("crash", "power"):
+                folder = st.images_dir / kind
+                folder.mkdir(parents=True, exist_ok=True)
+                for suffix in SUFFIXES:
+                    data = _read(db + suffix) if kind == "crash" else st.synced.get(db + suffix)
+                    target = folder / (base + suffix)
+                    if data is not None:
+                        target.write_bytes(data)
 
-    def power_loss_image(self, db_path: str, dest_path: str) -> None:
-        """Write the files a power loss now would leave: each as of its last sync."""
-        for suffix in ("", "-wal", "-shm"):
-            src = db_path + suffix
-            image = self.state.synced.get(src)
-            dst = dest_path + suffix
-            if os.path.exists(dst):
-                os.remove(dst)
-            if suffix == "-shm":
-                continue  # shared memory does not survive a power loss
-            if image is not None:
-                with open(dst, "wb") as fh:
-                    fh.write(image)
-            elif src not in self.state.synced and os.path.exists(src) and suffix == "":
-                shutil.copyfile(src, dst)
+    def power_image(self, db: str | os.PathLike[str], dest: Path) -> None:
+        """Write the power-loss image of ``db`` now (after the armed block too)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        for suffix in SUFFIXES:
+            data = self.state.synced.get(os.fspath(db) + suffix)
+            if data is not None:
+                (dest / (os.path.basename(db) + suffix)).write_bytes(data)
 
     def check(self, op: Op) -> None:
         """Called by FaultFile before each operation; raises to inject the fault."""
@@ -115,15 +141,25 @@ class FaultVFS(apsw.VFS):
             plan.counts[op] += 1
             if op != plan.op:
                 return
-            hit = plan.counts[op] == plan.nth or (plan.persistent and plan.counts[op] > plan.nth)
-            if not hit:
+            count = plan.counts[op]
+            if not (count == plan.nth or (plan.persistent and count > plan.nth)):
                 return
+            first = not plan.fired
             plan.fired = True
-            plan.fired_at = plan.fired_at or f"{op}#{plan.counts[op]}"
+            plan.fired_at = plan.fired_at or f"{op}#{count}"
+            if first:
+                self._capture()
             error = plan.error
         if error == "full":
             raise apsw.FullError("injected SQLITE_FULL")
         raise apsw.IOError("injected SQLITE_IOERR")
+
+    def synced(self, path: str) -> None:
+        """Record a successful sync of ``path``."""
+        st = self.state
+        with st.lock:
+            if st.armed and path in st.synced:
+                st.synced[path] = _read(path)
 
 
 class FaultFile(apsw.VFSFile):
@@ -141,12 +177,7 @@ class FaultFile(apsw.VFSFile):
     def xSync(self, flags: int) -> None:
         self._vfs.check("sync")
         super().xSync(flags)
-        if self._vfs.state.track_sync_images and self._path:
-            try:
-                with open(self._path, "rb") as fh:
-                    self._vfs.state.synced[self._path] = fh.read()
-            except FileNotFoundError:
-                self._vfs.state.synced[self._path] = None
+        self._vfs.synced(self._path)
 
     def xTruncate(self, newsize: int) -> None:
         self._vfs.check("truncate")
@@ -155,3 +186,15 @@ class FaultFile(apsw.VFSFile):
     def xFileSize(self) -> int:
         self._vfs.check("filesize")
         return int(super().xFileSize())
+
+
+def copy_image(folder: Path, name: str, dest: Path) -> Path | None:
+    """Copy an image (db + wal) from ``folder`` to ``dest``; None if it has no db file."""
+    src = folder / name
+    if not src.exists():
+        return None
+    dest.mkdir(parents=True, exist_ok=True)
+    for suffix in SUFFIXES:
+        if (folder / (name + suffix)).exists():
+            shutil.copyfile(folder / (name + suffix), dest / (name + suffix))
+    return dest / name
