@@ -251,9 +251,14 @@ def commit(
             expect = None
         else:
             expect = handle.resolve(expect_current)
-        with _progress("committing", as_json):
+        with _progress("committing", as_json) as progress:
             ack = handle.commit(
-                namespace, entries, metadata=metadata, expect_current=expect, reason=reason
+                namespace,
+                entries,
+                metadata=metadata,
+                expect_current=expect,
+                reason=reason,
+                progress=progress,
             )
     if as_json:
         _print_json(ack)

@@ -324,6 +324,7 @@ class Database:
         reason: str = "commit",
         base: str | None = None,
         on_publish: Callable[[Session, models.CommitAck], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> models.CommitAck:
         """Publish a checkpoint atomically and move the namespace's CURRENT to it.
 
@@ -340,7 +341,8 @@ class Database:
         (a branch, e.g. resuming from an earlier state); CURRENT still moves to the new
         checkpoint. ``on_publish(session, ack)`` runs inside the commit transaction, after
         the pointer moved and before COMMIT, so an integration can write its own rows
-        atomically with the checkpoint (see :meth:`write_session`).
+        atomically with the checkpoint (see :meth:`write_session`). ``progress(done, total)``
+        is called as entries are hashed and staged.
         """
         ns = validation.namespace(namespace)
         metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
@@ -371,6 +373,8 @@ class Database:
                     media_type, schema, value = value.media_type, value.schema, value.value
                 blob = self._blobs.prepare(value, budget, now)
                 prepared.append(PreparedEntry(name, blob, media_type, schema))
+                if progress is not None:
+                    progress(len(prepared), len(names))
             plan = CommitPlan(
                 ns,
                 prepared,

@@ -517,3 +517,12 @@ def test_gc_pins_retention_prune_and_drop_commands(tmp_path: Path) -> None:
     assert dropped["checkpoints_deleted"] >= 3
     assert run_json("namespaces", str(db)) == []
     assert run_json("verify", str(db))["ok"]
+
+
+def test_progress_stays_quiet_when_not_on_a_terminal(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    for i in range(5):
+        (tmp_path / "d" / f"f{i}").write_bytes(os.urandom(1000))
+    result = run("commit", str(tmp_path / "q.ckpt"), "ns", str(tmp_path / "d"))
+    assert result.stderr == "" and "committed" in result.stdout
+    assert run("verify", str(tmp_path / "q.ckpt")).stderr == ""
