@@ -21,6 +21,7 @@ import io
 import os
 import stat
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -143,6 +144,38 @@ def _fill(source: IO[bytes], view: memoryview) -> int:
     return pos
 
 
+class _BackgroundHash:
+    """sha256 over a sequence of buffers, updated in order on a helper thread.
+
+    The whole-blob digest of a chunked blob is computed while the caller hashes each
+    chunk and SQLite reads or writes it (hashlib and SQLite both release the GIL), so a
+    large entry is hashed twice -- per chunk and whole -- in about the time of once.
+    A buffer handed to :meth:`update` must not change until its future is done.
+    """
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
+        self._pending: list[Future[None]] = []
+
+    def update(self, data: bytes | memoryview) -> Future[None]:
+        """Queue ``data``; returns the future to wait on before reusing its buffer."""
+        future = self._pool.submit(self._hash.update, data)
+        self._pending.append(future)
+        return future
+
+    def hexdigest(self) -> str:
+        """The digest of everything queued (waits for it)."""
+        for future in self._pending:
+            future.result()
+        self._pending.clear()
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        """Stop the helper thread (after the queued work)."""
+        self._pool.shutdown(wait=True)
+
+
 class BlobStore:
     """SQL for blobs and chunks, on one connection."""
 
@@ -196,33 +229,44 @@ class BlobStore:
         transaction that later references the chunks fsyncs the WAL, which makes every frame
         written before it durable too; a staged chunk that is never referenced is garbage.
         """
-        whole = hashlib.sha256()
+        whole = _BackgroundHash()
         blob = PreparedBlob(digest="", size=0)
 
-        def stage(piece: bytes | memoryview) -> None:
-            whole.update(piece)
+        def stage(piece: bytes | memoryview) -> Future[None]:
+            queued = whole.update(piece)
             digest = hashlib.sha256(piece).hexdigest()
             chunk_id, written = self.stage_chunk(digest, piece, now_ms)
             blob.chunk_ids.append(chunk_id)
             blob.chunk_digests.append(digest)
             blob.size += len(piece)
             blob.bytes_staged += written
+            return queued
 
-        with self.conn.relaxed_sync():
-            at_eof = False
-            for piece in head:
-                if piece:
-                    stage(piece)
-                if len(piece) < self.chunk_size:
-                    at_eof = True
-                    break
-            buffer = memoryview(bytearray(self.chunk_size))
-            while not at_eof:
-                got = _fill(source, buffer)
-                if got:
-                    stage(buffer[:got])
-                at_eof = got < self.chunk_size
-        blob.digest = whole.hexdigest()
+        try:
+            with self.conn.relaxed_sync():
+                at_eof = False
+                for piece in head:
+                    if piece:
+                        stage(piece)
+                    if len(piece) < self.chunk_size:
+                        at_eof = True
+                        break
+                # Two buffers in turn: one is refilled while the other is still hashed.
+                buffers = [memoryview(bytearray(self.chunk_size)) for _ in range(2)]
+                in_flight: list[Future[None] | None] = [None, None]
+                turn = 0
+                while not at_eof:
+                    previous = in_flight[turn]
+                    if previous is not None:
+                        previous.result()
+                    got = _fill(source, buffers[turn])
+                    if got:
+                        in_flight[turn] = stage(buffers[turn][:got])
+                    at_eof = got < self.chunk_size
+                    turn ^= 1
+            blob.digest = whole.hexdigest()
+        finally:
+            whole.close()
         if not blob.chunk_ids:
             blob.inline = b""
         return blob
@@ -415,9 +459,12 @@ class ChunkedBlobReader(io.RawIOBase):
             self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
         self._chunks = [(c[0], str(c[1]), int(c[2])) for c in chunks]
         self._next = 0
-        self._scratch = bytearray()
+        largest = max((c[2] for c in self._chunks), default=0)
+        # Two buffers in turn: the whole-blob hash of one runs while the next is read.
+        self._buffers = [bytearray(largest), bytearray(largest)]
+        self._in_flight: list[Future[None] | None] = [None, None]
         self._buffer = memoryview(b"")
-        self._whole = hashlib.sha256()
+        self._whole = _BackgroundHash()
         self._position = 0
 
     def _corrupt(self, what: str, detail_code: str) -> None:
@@ -435,9 +482,14 @@ class ChunkedBlobReader(io.RawIOBase):
         if self._next >= len(self._chunks):
             return False
         chunk_id, digest, size = self._chunks[self._next]
-        self._buffer = memoryview(b"")  # release the scratch buffer before refilling it
-        got = self._store.read_chunk_into(chunk_id, self._scratch)
-        data = memoryview(self._scratch)[: got or 0]
+        self._buffer = memoryview(b"")  # the caller has taken everything from it
+        turn = self._next % 2
+        previous = self._in_flight[turn]
+        if previous is not None:
+            previous.result()  # its whole-blob hashing must be done before it is refilled
+        scratch = self._buffers[turn]
+        got = self._store.read_chunk_into(chunk_id, scratch)
+        data = memoryview(scratch)[: got or 0]
         if got is None or got != size or hashlib.sha256(data).hexdigest() != digest:
             data.release()
             if not self._store.blob_exists(self._blob_id):
@@ -446,13 +498,19 @@ class ChunkedBlobReader(io.RawIOBase):
                     **self._where,
                 )
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
-        self._whole.update(data)
+        self._in_flight[turn] = self._whole.update(data)
         self._next += 1
         # The last chunk is only handed out once the whole blob matches its digest.
         if self._next == len(self._chunks) and self._whole.hexdigest() != self._digest:
             self._corrupt("the blob digest does not match", "blob_digest_mismatch")
         self._buffer = data
         return True
+
+    def close(self) -> None:
+        """Release the helper thread (also when the stream was not read to the end)."""
+        if not self.closed:
+            self._whole.close()
+        super().close()
 
     def readinto(self, buffer: Any) -> int:
         target = memoryview(buffer).cast("B")

@@ -30,7 +30,7 @@ from .connection import (
 )
 from .extension import Session
 from .fallback import LoadResult, Validator, load_with_fallback
-from .publish import UNSET, CommitPlan, _Unset, confirm, move_pointer, publish
+from .publish import UNSET, CommitPlan, _Unset, build_ack, confirm, move_pointer, publish
 from .receipts import list_receipts, store_receipt
 from .retention import RetentionPolicy, parse_duration
 from .verify import verify_database
@@ -423,19 +423,15 @@ class Database:
                 checkpoint_id=plan.attempted_id,
             ) from failure
         assert ptr is not None
-        logical = sum(e.blob.size for e in plan.entries)
-        return models.CommitAck(
-            checkpoint_id=ptr.current_id,
-            namespace=plan.namespace,
-            parent_id=ptr.current_parent_id,
-            generation=ptr.current_generation,
-            pointer_revision=ptr.revision,
+        return build_ack(
+            plan,
+            ptr.current_id,
+            ptr.current_parent_id,
+            ptr.current_generation,
+            ptr.revision,
             created=True,
-            entry_count=len(plan.entries),
-            logical_bytes=logical,
-            bytes_stored=0,
-            bytes_deduplicated=logical,
-            committed_at=models.from_ms(ptr.updated_at_ms),
+            stored=0,
+            now_ms=ptr.updated_at_ms,
         )
 
     def set_current(
@@ -625,7 +621,11 @@ class Database:
             yield self._read_entry(cp, entry)
             return
         where = {"checkpoint_id": cp.id, "entry": entry.name}
-        yield from _LockedReader(self, entry, where).iter_chunks()
+        reader = _LockedReader(self, entry, where)
+        try:
+            yield from reader.iter_chunks()
+        finally:
+            reader.close()
 
     # -- load with fallback ---------------------------------------------------------------
 
@@ -1193,6 +1193,11 @@ class _LockedReader(io.RawIOBase):
 
     def tell(self) -> int:
         return self._inner.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._inner.close()
+        super().close()
 
     def iter_chunks(self) -> Iterator[bytes]:
         """Verified chunk-sized pieces."""

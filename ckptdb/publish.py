@@ -55,7 +55,7 @@ class CommitPlan:
         return [e.record() for e in self.entries]
 
 
-def _ack(
+def build_ack(
     plan: CommitPlan,
     checkpoint_id: str,
     parent_id: str | None,
@@ -65,6 +65,7 @@ def _ack(
     stored: int,
     now_ms: int,
 ) -> models.CommitAck:
+    """The acknowledgement of ``plan`` landing as ``checkpoint_id``."""
     logical = sum(e.blob.size for e in plan.entries)
     return models.CommitAck(
         checkpoint_id=checkpoint_id,
@@ -127,7 +128,7 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                 _, stored = _ensure_blobs(conn, blobs, plan, now_ms)
                 _record_repairs(conn, blobs, ns, same, now_ms)
                 confirm(conn, ptr, now_ms)
-                ack = _ack(
+                ack = build_ack(
                     plan,
                     same,
                     ptr.current_parent_id,
@@ -201,7 +202,7 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
         reason=plan.reason,
         now_ms=now_ms,
     )
-    ack = _ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
+    ack = build_ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
     if plan.on_publish is not None:
         plan.on_publish(conn, ack)
     return ack

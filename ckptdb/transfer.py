@@ -44,6 +44,32 @@ class _Counts:
     bytes_copied: int = 0
     blob_ids: dict[str, int] = field(default_factory=dict)
 
+    def receipt(
+        self,
+        kind: str,
+        receipt_id: int | None,
+        source: str,
+        destination: str,
+        namespaces: list[str],
+        moved: list[str],
+        conflicts: list[models.PointerConflict],
+    ) -> models.TransferReceipt:
+        """The model returned for an export or import that copied these counts."""
+        return models.TransferReceipt(
+            kind=kind,  # type: ignore[arg-type]
+            receipt_id=receipt_id,
+            source=source,
+            destination=destination,
+            namespaces=namespaces,
+            checkpoints_copied=self.checkpoints_copied,
+            checkpoints_present=self.checkpoints_present,
+            blobs_copied=self.blobs_copied,
+            chunks_copied=self.chunks_copied,
+            bytes_copied=self.bytes_copied,
+            pointers_moved=moved,
+            conflicts=conflicts,
+        )
+
 
 class _Copier:
     """Copies checkpoints from ``src`` to ``dst``; both are ckptdb connections."""
@@ -345,19 +371,8 @@ def export_to(
         out.close()
     os.rename(tmp, dest)
     fsync_directory(os.path.dirname(dest))
-    return models.TransferReceipt(
-        kind="export",
-        receipt_id=receipt_id,
-        source=db.path,
-        destination=dest,
-        namespaces=sorted(wanted),
-        checkpoints_copied=counts.checkpoints_copied,
-        checkpoints_present=counts.checkpoints_present,
-        blobs_copied=counts.blobs_copied,
-        chunks_copied=counts.chunks_copied,
-        bytes_copied=counts.bytes_copied,
-        pointers_moved=[p.namespace for p in selected],
-        conflicts=[],
+    return counts.receipt(
+        "export", receipt_id, db.path, dest, sorted(wanted), [p.namespace for p in selected], []
     )
 
 
@@ -485,17 +500,12 @@ def import_from(
     finally:
         src_db.close()
     counts = copier.counts
-    return models.TransferReceipt(
-        kind="import",
-        receipt_id=receipt_ids[0] if receipt_ids else None,
-        source=os.path.abspath(source),
-        destination=db.path,
-        namespaces=sorted(wanted),
-        checkpoints_copied=counts.checkpoints_copied,
-        checkpoints_present=counts.checkpoints_present,
-        blobs_copied=counts.blobs_copied,
-        chunks_copied=counts.chunks_copied,
-        bytes_copied=counts.bytes_copied,
-        pointers_moved=moved,
-        conflicts=[models.PointerConflict(**c) for c in conflicts],  # type: ignore[arg-type]
+    return counts.receipt(
+        "import",
+        receipt_ids[0] if receipt_ids else None,
+        os.path.abspath(source),
+        db.path,
+        sorted(wanted),
+        moved,
+        [models.PointerConflict(**c) for c in conflicts],  # type: ignore[arg-type]
     )
