@@ -166,6 +166,10 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
             raise errors.InvalidInputError("inline_max must be an int >= 0")
         self.inline_max = inline_max
         self.gc_grace_seconds = gc_grace_seconds
+        # Per-process hints that spare a read before each put; both are re-validated by
+        # the database (a stale base fails the commit, which then looks it up again).
+        self._last_put: dict[tuple[str, str], tuple[str, str]] = {}
+        self._registered: set[str] = set()
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -394,6 +398,12 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
     # -- writing --------------------------------------------------------------------------
 
     def _mapped(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        hint = self._last_put.get((thread_id, ns))
+        if hint is not None and hint[0] == checkpoint_id:
+            return hint[1]
+        return self._lookup(thread_id, ns, checkpoint_id)
+
+    def _lookup(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
         with self.db.read_session() as s:
             found = s.scalar(
                 "SELECT ckpt_id FROM lg_checkpoint"
@@ -479,11 +489,12 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         transaction (on_publish), so LangGraph sees the checkpoint exactly when it lands."""
 
         def record(session: Session, ack: CommitAck) -> None:
-            session.execute(
-                "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
-                " VALUES (?, ?, ?)",
-                (namespace, thread_id, ns),
-            )
+            if namespace not in self._registered:
+                session.execute(
+                    "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
+                    " VALUES (?, ?, ?)",
+                    (namespace, thread_id, ns),
+                )
             if visible:
                 session.execute(
                     "INSERT OR REPLACE INTO lg_checkpoint (thread_id, checkpoint_ns,"
@@ -495,7 +506,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         base = self._mapped(thread_id, ns, parent_id) if parent_id else None
         for attempt in range(3):
             try:
-                return self.db.commit(
+                ack = self.db.commit(
                     namespace,
                     entries,
                     metadata=ck_meta,
@@ -504,16 +515,26 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                     on_publish=record,
                 )
             except errors.CheckpointNotFoundError:
-                # The parent was deleted (prune/delete in another process) after we looked
-                # it up: commit on the namespace's CURRENT instead.
+                # The parent was deleted (prune/delete, maybe in another process) after we
+                # looked it up: look again, and commit on CURRENT if it is gone.
                 if base is None or attempt == 2:
                     raise
-                base = None
+                self._last_put.pop((thread_id, ns), None)
+                fresh = self._lookup(thread_id, ns, parent_id) if parent_id else None
+                base = fresh if fresh != base else None
+                continue
             except errors.ChunkMissingError:
                 # GC reclaimed a chunk this commit staged (a very large value and a
                 # concurrent GC with a zero grace period): ckptdb says a retry is safe.
                 if attempt == 2:
                     raise
+                continue
+            self._registered.add(namespace)
+            if visible:
+                if len(self._last_put) > 10_000:
+                    self._last_put.clear()
+                self._last_put[(thread_id, ns)] = (checkpoint_id, ack.checkpoint_id)
+            return ack
         raise AssertionError("unreachable")  # pragma: no cover
 
     def put_writes(
@@ -579,6 +600,8 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
 
     def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
         """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
+        self._registered.discard(namespace)
+        self._last_put.pop((thread_id, ns), None)
         try:
             self.db.drop_namespace(namespace)
         except errors.NamespaceNotFoundError:
