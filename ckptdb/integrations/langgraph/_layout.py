@@ -33,6 +33,7 @@ envelope never names the thread, so copying a thread re-uses every blob.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +126,26 @@ class Envelope:
     def channels(self) -> set[str]:
         """Every channel that has a stored value at this checkpoint."""
         return set(self.values) | set(self.blobs)
+
+
+def build_entries(
+    checkpoint: Typed, parent: str | None, values: Mapping[str, Typed], inline_max: int
+) -> dict[str, bytes]:
+    """The entries of the ckptdb checkpoint holding one LangGraph checkpoint: ``checkpoint``
+    is its serialized form without channel values, ``values`` the serialized channel
+    values; those longer than ``inline_max`` bytes get an entry (a blob) of their own."""
+    entries: dict[str, bytes] = {}
+    inline: dict[str, Typed] = {}
+    blobs: dict[str, tuple[str, str]] = {}
+    for channel, (type_, data) in values.items():
+        if len(data) <= inline_max:
+            inline[channel] = (type_, data)
+        else:
+            name = channel_entry(channel)
+            entries[name] = data
+            blobs[channel] = (name, type_)
+    entries[ENVELOPE_ENTRY] = Envelope(checkpoint, parent, inline, blobs).encode()
+    return entries
 
 
 def _typed(value: Any, where: str) -> Typed:

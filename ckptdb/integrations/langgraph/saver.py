@@ -415,20 +415,11 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
     def _encode(self, checkpoint: Checkpoint, parent: str | None) -> dict[str, bytes]:
         """The entries of a ckptdb checkpoint holding ``checkpoint``."""
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        entries: dict[str, bytes] = {}
-        inline: dict[str, tuple[str, bytes]] = {}
-        blobs: dict[str, tuple[str, str]] = {}
-        for channel, value in checkpoint.get("channel_values", {}).items():
-            type_, data = self._dumps(value)
-            if len(data) <= self.inline_max:
-                inline[channel] = (type_, data)
-            else:
-                name = _layout.channel_entry(channel)
-                entries[name] = data
-                blobs[channel] = (name, type_)
-        envelope = _layout.Envelope(self._dumps(body), parent, inline, blobs)
-        entries[_layout.ENVELOPE_ENTRY] = envelope.encode()
-        return entries
+        values = {
+            channel: self._dumps(value)
+            for channel, value in checkpoint.get("channel_values", {}).items()
+        }
+        return _layout.build_entries(self._dumps(body), parent, values, self.inline_max)
 
     def put(
         self,
