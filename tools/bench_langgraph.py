@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import apsw
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -158,6 +159,38 @@ def read_latencies(
     }
 
 
+#: Where the bytes of a ckptdb file are, by table (dbstat): the tables (and indexes) that
+#: hold checkpoints, blobs and the saver's rows; ckptdb's own records (pointer history,
+#: receipts); and the rest (schema, settings, migrations, free pages).
+_KEPT_TABLES = ("blob", "chunk", "chunk_data", "blob_chunk", "entry", "checkpoint", "lg_")
+_RECORD_TABLES = ("pointer_history", "receipt")
+
+
+def where_the_bytes_are(path: Path) -> dict[str, int]:
+    """Page bytes per kind of table of a closed ckptdb file (read-only, via dbstat)."""
+    conn = apsw.Connection(
+        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        tables = {
+            str(n): str(t or n)
+            for n, t in conn.execute("SELECT name, tbl_name FROM sqlite_schema").fetchall()
+        }
+    finally:
+        conn.close()
+    out = {"kept_state": 0, "pointer_history_and_receipts": 0, "schema_and_other": 0}
+    for name, size in rows:
+        table = tables.get(str(name), str(name))
+        if table.startswith(_KEPT_TABLES):
+            out["kept_state"] += int(size)
+        elif table in _RECORD_TABLES:
+            out["pointer_history_and_receipts"] += int(size)
+        else:
+            out["schema_and_other"] += int(size)
+    return out
+
+
 def empty_saver_bytes(directory: Path) -> int:
     path = directory / "empty.db"
     CkptdbSaver(path).close()
@@ -198,6 +231,9 @@ def bench_workload(
     out["ckptdb"]["file_bytes_after_prune"] = ck.file_bytes()
     stats = ck.saver.db.stats()
     out["ckptdb"]["stored_blob_bytes_after_prune"] = stats.stored_bytes
+    ck.saver.db.close()
+    out["ckptdb"]["after_prune_by_table"] = where_the_bytes_are(ck.path)
+    ck.saver = CkptdbSaver(ck.path)
     out["put_ratio"] = out["ckptdb"]["puts_per_s"] / out["sqlite"]["puts_per_s"]
     out["file_ratio"] = out["ckptdb"]["file_bytes"] / out["sqlite"]["file_bytes"]
     for contender in last.values():
@@ -255,10 +291,16 @@ def print_report(results: dict[str, Any]) -> None:
         for label, a, b, given in rows:
             ratio = given if given is not None else (b / a if a else float("nan"))
             print(f"{label:28}{a:>14,.0f}{b:>14,.0f}{ratio:>9.2f}")
+        parts = c["after_prune_by_table"]
         print(
-            f"after prune(keep_latest): {c['file_bytes_after_prune']:,} bytes "
-            f"({c['kept_checkpoints']} checkpoint kept, holding {c['kept_state_bytes']:,} bytes; "
-            f"stored blob bytes {c['stored_blob_bytes_after_prune']:,})"
+            f"CkptdbSaver after prune(keep_latest): {c['file_bytes_after_prune']:,} bytes, "
+            f"{c['file_bytes'] / c['file_bytes_after_prune']:.0f}x smaller "
+            f"({c['kept_checkpoints']} checkpoint kept, holding {c['kept_state_bytes']:,} bytes)"
+        )
+        print(
+            f"  of which: kept state {parts['kept_state']:,} | ckptdb pointer history + "
+            f"receipts {parts['pointer_history_and_receipts']:,} | schema and empty pages "
+            f"{parts['schema_and_other']:,}"
         )
 
 
