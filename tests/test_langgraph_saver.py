@@ -173,6 +173,61 @@ def test_processes_with_their_own_savers_never_see_database_is_locked(tmp_path: 
         assert saver.db.verify().ok
 
 
+def _writer(path: str, puts: int) -> None:
+    with CkptdbSaver(path) as saver:
+        config = cfg("race")
+        for i in range(puts):
+            values = {"turn": i, "big": f"{i}-" + "b" * 3000}
+            config = saver.put(config, make_checkpoint(values), {"step": i}, {"turn": i})
+            saver.put_writes(config, [("turn", i)], f"task-{i}")
+        print("writer done")
+
+
+def _pruner(path: str) -> None:
+    with CkptdbSaver(path) as saver:
+        rounds = 0
+        while not os.path.exists(path + ".done") and rounds < 2000:
+            saver.prune(["race"], strategy="keep_latest")
+            rounds += 1
+        print(f"pruner done after {rounds} prunes")
+
+
+def test_prune_racing_a_writer_in_another_process_loses_nothing_it_keeps(tmp_path: Path) -> None:
+    path = tmp_path / "race.ckpt"
+    CkptdbSaver(path).close()
+    pruner = subprocess.Popen(
+        [sys.executable, __file__, "pruner", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    writer = subprocess.run(
+        [sys.executable, __file__, "writer", str(path), "60"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=600,
+        check=False,
+    )
+    Path(str(path) + ".done").touch()
+    out, err = pruner.communicate(timeout=600)
+    assert "pruner done" in out
+    assert writer.returncode == 0, writer.stderr
+    assert pruner.returncode == 0, err
+    assert "locked" not in (err + writer.stderr).lower()
+    with CkptdbSaver(path) as saver:
+        with saver.db.read_session() as s:
+            rows = s.scalar("SELECT count(*) FROM lg_checkpoint WHERE thread_id = 'race'")
+        listed = list(saver.list(cfg("race")))
+        assert len(listed) == rows  # every row LangGraph keeps still has its checkpoint
+        assert listed[0].checkpoint["channel_values"]["turn"] == 59
+        assert listed[0].pending_writes == [("task-59", "turn", 59)]
+        saver.prune(["race"], strategy="keep_latest")
+        assert len(list(saver.list(cfg("race")))) == 1
+        assert saver.db.verify().ok
+
+
 # -- content addressing: an unchanged channel is never stored again --------------------------
 
 
@@ -400,3 +455,7 @@ if __name__ == "__main__":
         _worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "read":
         _read(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "writer":
+        _writer(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "pruner":
+        _pruner(sys.argv[2])

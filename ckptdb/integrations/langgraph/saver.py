@@ -65,6 +65,11 @@ DEFAULT_PAGE_SIZE = 4096
 #: Rows fetched per read transaction while listing.
 LIST_PAGE = 64
 _SQL_VARS = 500  # parameters per IN (...) list, well under SQLite's limit
+#: Pins that hold checkpoints LangGraph still uses while prune's GC runs.
+PRUNE_PIN_PREFIX = "langgraph-prune/"
+#: More live checkpoints than this in a namespace being pruned (a writer racing the prune)
+#: and GC is left for the next prune.
+MAX_PRUNE_PINS = 64
 
 _T = TypeVar("_T")
 
@@ -637,13 +642,11 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                     )
                 )
             self._delete_rows(s, doomed)
-        by_ns: dict[tuple[str, str], set[str]] = {}
-        for row in doomed:
-            by_ns.setdefault((row.thread_id, row.checkpoint_ns), set()).add(row.ckpt_id)
         scope: builtins.list[str] = []
-        for (thread_id, ns), gone in sorted(by_ns.items()):
+        for thread_id, ns in sorted({(r.thread_id, r.checkpoint_ns) for r in doomed}):
+            self._last_put.pop((thread_id, ns), None)
             namespace = _layout.namespace_for(thread_id, ns)
-            if self._unprotect(namespace, thread_id, ns, gone):
+            if self._settle(namespace, thread_id, ns) is not None:
                 scope.append(namespace)
         for run in ids:
             if scope:
@@ -666,39 +669,39 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                 )
             ]
 
-    def _unprotect(self, namespace: str, thread_id: str, ns: str, gone: set[str]) -> bool:
-        """Make sure CURRENT and its fallback are not among the ckptdb checkpoints in
-        ``gone`` (ckptdb never deletes them): move CURRENT to the newest remaining
-        checkpoint, or drop the namespace when nothing remains. Returns True when the
-        namespace still exists and the checkpoints in ``gone`` may now be deleted."""
+    def _settle(self, namespace: str, thread_id: str, ns: str) -> set[str] | None:
+        """Make ckptdb's CURRENT and fallback of the namespace name checkpoints LangGraph
+        still has (ckptdb never deletes those two): CURRENT moves to the newest remaining
+        one (compare-and-swap, so a concurrent put wins) and becomes its own fallback when
+        the fallback is gone; a namespace left without checkpoints is dropped. Returns the
+        ckptdb ids LangGraph still uses, or None when nothing may be collected now."""
         remaining = self._remaining(thread_id, ns)
         if not remaining:
             self._drop(namespace, thread_id, ns)
-            return False
-        return self._point_at(namespace, remaining[0].ckpt_id, {r.ckpt_id for r in remaining})
-
-    def _point_at(self, namespace: str, latest: str, keep: set[str]) -> bool:
-        """Move CURRENT to ``latest`` and make its fallback one of ``keep`` (compare-and-
-        swap, so a concurrent put wins). Returns False when the namespace is gone or moved."""
+            return None
+        alive = {r.ckpt_id for r in remaining}
         ptr = self.db.pointer(namespace)
         if ptr is None:
-            return False
+            return None
         try:
-            if ptr.current_id != latest:
-                if ptr.current_id in keep:
-                    return True  # a newer checkpoint than ours: leave the pointer alone
+            if ptr.current_id not in alive:
                 ptr = self.db.set_current(
-                    namespace, latest, expect_current=ptr.current_id, reason="lg.prune"
+                    namespace,
+                    remaining[0].ckpt_id,
+                    expect_current=ptr.current_id,
+                    reason="lg.prune",
                 )
-            if ptr.fallback_id is not None and ptr.fallback_id not in keep:
-                # set_current to itself makes CURRENT its own fallback.
-                self.db.set_current(namespace, latest, expect_current=latest, reason="lg.prune")
-        except errors.ConflictError:
-            log.info("ckptdb namespace %s moved during prune; space is reclaimed later", namespace)
-            return False
-        except errors.CheckpointNotFoundError:
-            return False
-        return True
+            if ptr.fallback_id is not None and ptr.fallback_id not in alive:
+                # set_current to the current checkpoint makes it its own fallback.
+                self.db.set_current(
+                    namespace, ptr.current_id, expect_current=ptr.current_id, reason="lg.prune"
+                )
+        except (errors.ConflictError, errors.CheckpointNotFoundError):
+            log.info(
+                "ckptdb namespace %s moved during a prune; space is reclaimed later", namespace
+            )
+            return None
+        return alive
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune the given threads. ``"keep_latest"`` keeps the newest checkpoint of each
@@ -757,29 +760,33 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         if not rows:
             self._drop(namespace, thread_id, ns)
             return
-        kept = self._needed_ancestors(rows)
-        kept_ids = {r.checkpoint_id for r in kept}
-        doomed = [r for r in rows if r.checkpoint_id not in kept_ids]
+        kept = {r.checkpoint_id for r in self._needed_ancestors(rows)}
+        doomed = [r for r in rows if r.checkpoint_id not in kept]
         if doomed:
             with self.db.write_session() as s:
                 self._delete_rows(s, doomed)
-        keep = {r.ckpt_id for r in kept}
-        if not self._point_at(namespace, rows[0].ckpt_id, keep):
+        alive = self._settle(namespace, thread_id, ns)  # re-read: concurrent puts count
+        if alive is None or len(alive) > MAX_PRUNE_PINS:
             return
-        # Ancestors kept for delta channels are pinned while GC runs (CURRENT and its
-        # fallback are always kept); everything else of the namespace is collected.
+        # GC keeps CURRENT, its fallback and pins: pin every other checkpoint LangGraph
+        # still uses (ancestors a delta channel needs, puts that raced this prune) while
+        # GC collects the rest of the namespace and the blobs only it used.
         pins: builtins.list[str] = []
         try:
-            for ckpt in sorted(keep - {rows[0].ckpt_id}):
-                name = f"langgraph-prune/{namespace}/{ckpt}"[:200]
-                note = "held by CkptdbSaver.prune while GC runs"
-                self.db.pin(ckpt, name, note=note, replace=True)
+            ptr = self.db.pointer(namespace)
+            protected = set() if ptr is None else {ptr.current_id, ptr.fallback_id}
+            for pin in self.db.pins(namespace):
+                if pin.name.startswith(PRUNE_PIN_PREFIX) and pin.checkpoint_id not in alive:
+                    self.db.unpin(pin.name)  # left by an interrupted prune
+            for ckpt in sorted(alive - protected):
+                name = PRUNE_PIN_PREFIX + ckpt
+                self.db.pin(ckpt, name, note="held by CkptdbSaver.prune during GC", replace=True)
                 pins.append(name)
             grace: dict[str, Any] = {}
             if self.gc_grace_seconds is not None:
                 grace["grace"] = self.gc_grace_seconds
             self.db.gc(RetentionPolicy(), namespaces=[namespace], **grace)
-        except errors.NamespaceNotFoundError:
+        except (errors.NamespaceNotFoundError, errors.CheckpointNotFoundError):
             pass
         finally:
             for name in pins:
