@@ -1,0 +1,21 @@
+"""LangGraph checkpointers on ckptdb: ``pip install "ckptdb[langgraph]"``.
+
+>>> from ckptdb.integrations.langgraph import CkptdbSaver        # doctest: +SKIP
+>>> with CkptdbSaver("agent.ckpt") as saver:                        # doctest: +SKIP
+...     graph = builder.compile(checkpointer=saver)
+...     graph.invoke(inputs, {"configurable": {"thread_id": "1"}})
+
+A drop-in replacement for LangGraph's ``SqliteSaver`` (and, with :class:`AsyncCkptdbSaver`,
+``AsyncSqliteSaver``): unchanged channel values are stored once (content addressing),
+``prune`` returns space, every schema change is a checksummed migration, and several
+processes can share one file without "database is locked". ``ckptdb import-from
+langgraph-sqlite SOURCE DB`` moves an existing SqliteSaver database over. See
+``docs/langgraph.md``.
+"""
+
+from __future__ import annotations
+
+from .errors import NotLangGraphSqliteError, PickleRefusedError
+from .saver import AsyncCkptdbSaver, CkptdbSaver
+
+__all__ = ["AsyncCkptdbSaver", "CkptdbSaver", "NotLangGraphSqliteError", "PickleRefusedError"]

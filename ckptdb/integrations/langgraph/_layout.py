@@ -1,0 +1,216 @@
+"""How LangGraph checkpoints are laid out in ckptdb: namespaces, entries and the envelope.
+
+* One ckptdb **namespace** per ``(thread_id, checkpoint_ns)`` pair:
+  ``langgraph/<thread>`` for the root graph, ``langgraph/<thread>/<checkpoint_ns>`` for a
+  subgraph, each part percent-encoded so the mapping is injective and the result is plain
+  printable ASCII (hence NFC, no control characters, no surrounding whitespace). A name that
+  would exceed ckptdb's 256 characters becomes ``langgraph#<sha256>`` instead; ``#`` never
+  appears in the readable form, so the two forms cannot collide.
+* One ckptdb **checkpoint** per LangGraph checkpoint, with entries:
+
+  - ``checkpoint`` -- the *envelope* (below): the LangGraph checkpoint without its channel
+    values, the parent checkpoint id, the small channel values inline, and the names of
+    the entries that hold the larger ones;
+  - ``channels/<channel>`` -- one entry per channel value larger than the inline limit,
+    holding the serializer's bytes. ckptdb blobs are content addressed, so a channel whose
+    value did not change since an earlier checkpoint adds no bytes at all: the new manifest
+    points at the same blob.
+
+  Values up to the inline limit (default 256 bytes) ride in the envelope: an entry costs
+  about as much as such a value (an entry row, an index row and a 64-character digest), so
+  giving it a blob of its own would cost more space and time than it saves.
+
+* The ckptdb **metadata** of the checkpoint holds LangGraph's metadata under ``langgraph``
+  plus ``lg_thread_id``, ``lg_checkpoint_ns``, ``lg_checkpoint_id`` and ``lg_run_id``, so
+  ``ckptdb log`` and ``ckptdb prune --where`` speak LangGraph too.
+
+The envelope is msgpack (``ormsgpack``): ``{"v": 1, "checkpoint": [type, bytes], "parent":
+str | None, "values": {channel: [type, bytes]}, "blobs": {channel: [entry, type]}}`` where
+each ``[type, bytes]`` pair is what LangGraph's serializer produced (``dumps_typed``). The
+envelope never names the thread, so copying a thread re-uses every blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+
+from ...errors import CorruptionError, InvalidInputError
+
+NAMESPACE_PREFIX = "langgraph/"
+HASHED_NAMESPACE_PREFIX = "langgraph#"
+MAX_NAMESPACE_CHARS = 256
+ENVELOPE_ENTRY = "checkpoint"
+CHANNEL_PREFIX = "channels/"
+#: Longest percent-encoded channel name kept readable in an entry name.
+MAX_READABLE_CHANNEL = 200
+ENVELOPE_VERSION = 1
+DEFAULT_INLINE_MAX = 256
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:|")
+
+Typed = tuple[str, bytes]
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} {text[:80]!r} is not valid Unicode ({exc.reason})"
+        ) from exc
+
+
+def escape(text: str, what: str) -> str:
+    """Percent-encode every character outside ``[A-Za-z0-9-_.:|]`` (as UTF-8 bytes)."""
+    if all(c in _SAFE for c in text):
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in _utf8(ch, what))
+    return "".join(out)
+
+
+def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
+    """The ckptdb namespace holding the checkpoints of ``(thread_id, checkpoint_ns)``."""
+    readable = NAMESPACE_PREFIX + escape(thread_id, "thread_id")
+    if checkpoint_ns:
+        readable += "/" + escape(checkpoint_ns, "checkpoint_ns")
+    if len(readable) <= MAX_NAMESPACE_CHARS:
+        return readable
+    digest = hashlib.sha256(
+        _utf8(thread_id, "thread_id") + b"\x00" + _utf8(checkpoint_ns, "checkpoint_ns")
+    ).hexdigest()
+    return HASHED_NAMESPACE_PREFIX + digest
+
+
+def channel_entry(channel: str) -> str:
+    """The entry name of a channel value stored as its own blob."""
+    readable = escape(channel, "channel name")
+    if readable.startswith("."):
+        readable = "%2E" + readable[1:]  # never a '.' or '..' path segment
+    if len(readable) <= MAX_READABLE_CHANNEL:
+        return CHANNEL_PREFIX + readable
+    return CHANNEL_PREFIX + "~" + hashlib.sha256(_utf8(channel, "channel name")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The decoded ``checkpoint`` entry."""
+
+    checkpoint: Typed
+    parent: str | None
+    values: dict[str, Typed]
+    blobs: dict[str, tuple[str, str]]
+
+    def encode(self) -> bytes:
+        """The envelope's bytes (msgpack)."""
+        return ormsgpack.packb(
+            {
+                "v": ENVELOPE_VERSION,
+                "checkpoint": list(self.checkpoint),
+                "parent": self.parent,
+                "values": {k: list(v) for k, v in self.values.items()},
+                "blobs": {k: list(v) for k, v in self.blobs.items()},
+            }
+        )
+
+    @property
+    def channels(self) -> set[str]:
+        """Every channel that has a stored value at this checkpoint."""
+        return set(self.values) | set(self.blobs)
+
+
+def build_entries(
+    checkpoint: Typed, parent: str | None, values: Mapping[str, Typed], inline_max: int
+) -> dict[str, bytes]:
+    """The entries of the ckptdb checkpoint holding one LangGraph checkpoint: ``checkpoint``
+    is its serialized form without channel values, ``values`` the serialized channel
+    values; those longer than ``inline_max`` bytes get an entry (a blob) of their own."""
+    entries: dict[str, bytes] = {}
+    inline: dict[str, Typed] = {}
+    blobs: dict[str, tuple[str, str]] = {}
+    for channel, (type_, data) in values.items():
+        if len(data) <= inline_max:
+            inline[channel] = (type_, data)
+        else:
+            name = channel_entry(channel)
+            entries[name] = data
+            blobs[channel] = (name, type_)
+    entries[ENVELOPE_ENTRY] = Envelope(checkpoint, parent, inline, blobs).encode()
+    return entries
+
+
+def _typed(value: Any, where: str) -> Typed:
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], bytes)
+    ):
+        return value[0], value[1]
+    raise CorruptionError(f"LangGraph envelope: {where} is not a [type, bytes] pair")
+
+
+def decode_envelope(data: bytes, checkpoint_id: str) -> Envelope:
+    """Parse a ``checkpoint`` entry (already verified against its digest by ckptdb)."""
+    try:
+        raw = ormsgpack.unpackb(data)
+    except ormsgpack.MsgpackDecodeError as exc:
+        raise CorruptionError(
+            f"checkpoint {checkpoint_id[:12]}: the LangGraph envelope is not msgpack ({exc})",
+            checkpoint_id=checkpoint_id,
+            entry=ENVELOPE_ENTRY,
+        ) from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("v"), int):
+        raise CorruptionError(
+            f"checkpoint {checkpoint_id[:12]} has no LangGraph envelope; it was not written by "
+            "the ckptdb LangGraph saver",
+            checkpoint_id=checkpoint_id,
+            entry=ENVELOPE_ENTRY,
+        )
+    if raw["v"] > ENVELOPE_VERSION:
+        raise InvalidInputError(
+            f"checkpoint {checkpoint_id[:12]} uses LangGraph envelope version {raw['v']}; this "
+            f"ckptdb reads up to version {ENVELOPE_VERSION}. Upgrade ckptdb."
+        )
+    parent = raw.get("parent")
+    values = raw.get("values")
+    blobs = raw.get("blobs")
+    if (
+        (parent is not None and not isinstance(parent, str))
+        or not isinstance(values, dict)
+        or not isinstance(blobs, dict)
+    ):
+        raise CorruptionError(
+            f"checkpoint {checkpoint_id[:12]}: malformed LangGraph envelope",
+            checkpoint_id=checkpoint_id,
+            entry=ENVELOPE_ENTRY,
+        )
+    blob_map: dict[str, tuple[str, str]] = {}
+    for channel, ref in blobs.items():
+        if not (
+            isinstance(channel, str)
+            and isinstance(ref, list)
+            and len(ref) == 2
+            and all(isinstance(x, str) for x in ref)
+        ):
+            raise CorruptionError(
+                f"checkpoint {checkpoint_id[:12]}: malformed blob reference in the envelope",
+                checkpoint_id=checkpoint_id,
+                entry=ENVELOPE_ENTRY,
+            )
+        blob_map[channel] = (ref[0], ref[1])
+    return Envelope(
+        checkpoint=_typed(raw.get("checkpoint"), "checkpoint"),
+        parent=parent,
+        values={str(k): _typed(v, f"value of {k!r}") for k, v in values.items()},
+        blobs=blob_map,
+    )

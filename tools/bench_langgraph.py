@@ -1,0 +1,308 @@
+"""Benchmark: ckptdb's LangGraph saver (CkptdbSaver) against LangGraph's SqliteSaver.
+
+    python tools/bench_langgraph.py                  # full run: 1,000 steps, 3 rounds
+    python tools/bench_langgraph.py --quick          # seconds, for CI / a smoke check
+    python tools/bench_langgraph.py --json out.json  # also write the numbers as JSON
+
+One run measures both savers on the same workload, on files in the same directory, in
+interleaved rounds (the order alternates), and reports ratios -- absolute times on shared
+VMs drift, ratios measured side by side do not.
+
+Workloads (one thread, one checkpoint namespace, a chain of ``--steps`` checkpoints):
+
+* ``1kb``   -- a ~1 KB state: 10 channels of ~100 bytes, one of which changes per step;
+* ``100kb`` -- a ~100 KB state: 10 channels of ~10 KB, one of which changes per step.
+
+Both savers are durable on every put: SQLite WAL with ``synchronous=FULL`` (Python's
+sqlite3 default, which SqliteSaver uses; ckptdb's default). Reported per workload:
+
+* put throughput (puts/s, median of the rounds) and the ratio ckptdb / SqliteSaver;
+* get_tuple latency (newest checkpoint, and one 100 steps back) and list latency
+  (``limit=10``), median microseconds;
+* file size after the run (database + WAL, after a WAL checkpoint) and the ratio;
+* for ckptdb, the file size after ``prune(keep_latest)``, next to the bytes the kept
+  checkpoint holds and the size of an empty saver file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gc
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from ckptdb.integrations.langgraph import CkptdbSaver
+
+CHANNELS = 10
+WORKLOADS = {"1kb": 100, "100kb": 10_000}  # bytes per channel value
+
+
+def _text(rng: random.Random, size: int) -> str:
+    return base64.b64encode(rng.randbytes(size * 3 // 4)).decode()[:size]
+
+
+def make_steps(
+    per_channel: int, steps: int, seed: int = 7
+) -> list[tuple[Checkpoint, dict[str, str]]]:
+    """The checkpoints of a thread: every step changes one channel (round robin)."""
+    rng = random.Random(seed)
+    values = {f"channel_{i}": _text(rng, per_channel) for i in range(CHANNELS)}
+    versions = dict.fromkeys(values, "00000000000000000000000000000001.0")
+    out: list[tuple[Checkpoint, dict[str, str]]] = []
+    for step in range(steps):
+        changed = f"channel_{step % CHANNELS}"
+        values = {**values, changed: _text(rng, per_channel)}
+        current = int(versions[changed].split(".")[0])
+        versions = {**versions, changed: f"{current + 1:032}.{rng.random():016}"}
+        checkpoint = Checkpoint(
+            v=4,
+            id=str(uuid6(clock_seq=step)),
+            ts=datetime.now(UTC).isoformat(),
+            channel_values=values,
+            channel_versions=versions,
+            versions_seen={"agent": dict(versions)},
+            updated_channels=[changed],
+        )
+        out.append((checkpoint, {changed: versions[changed]}))
+    return out
+
+
+class Contender:
+    """One saver on one fresh file."""
+
+    def __init__(self, name: str, directory: Path, tag: str) -> None:
+        self.name = name
+        self.path = directory / f"{name}-{tag}.db"
+        self.conn: sqlite3.Connection | None = None
+        self.saver: BaseCheckpointSaver[Any]
+        if name == "sqlite":
+            self.conn = sqlite3.connect(self.path, check_same_thread=False)
+            self.saver = SqliteSaver(self.conn)
+            self.saver.setup()
+        else:
+            self.saver = CkptdbSaver(self.path)
+
+    def file_bytes(self) -> int:
+        """Database plus WAL after a WAL checkpoint (what the disk holds)."""
+        if self.conn is not None:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            assert isinstance(self.saver, CkptdbSaver)
+            self.saver.db.close()  # the last connection to close checkpoints the WAL
+            self.saver = CkptdbSaver(self.path)
+        return sum(
+            os.path.getsize(str(self.path) + s)
+            for s in ("", "-wal")
+            if os.path.exists(str(self.path) + s)
+        )
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        else:
+            assert isinstance(self.saver, CkptdbSaver)
+            self.saver.close()
+
+
+def run_puts(contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]]) -> float:
+    """Put every step as a chain; returns puts per second."""
+    config: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+    saver = contender.saver
+    gc.collect()
+    start = time.perf_counter()
+    for step, (checkpoint, new_versions) in enumerate(steps):
+        metadata: Any = {"source": "loop", "step": step, "parents": {}}
+        config = saver.put(config, checkpoint, metadata, new_versions)
+    return len(steps) / (time.perf_counter() - start)
+
+
+def _median_us(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def read_latencies(
+    contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]], repeat: int
+) -> dict[str, float]:
+    saver = contender.saver
+    latest: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+    back = steps[max(len(steps) - 101, 0)][0]["id"]
+    older: Any = {
+        "configurable": {"thread_id": "bench", "checkpoint_ns": "", "checkpoint_id": back}
+    }
+    assert saver.get_tuple(latest) is not None and saver.get_tuple(older) is not None
+    return {
+        "get_tuple_latest_us": _median_us(lambda: saver.get_tuple(latest), repeat),
+        "get_tuple_older_us": _median_us(lambda: saver.get_tuple(older), repeat),
+        "list_limit10_us": _median_us(lambda: list(saver.list(latest, limit=10)), repeat),
+    }
+
+
+#: Where the bytes of a ckptdb file are, by table (dbstat): the tables (and indexes) that
+#: hold checkpoints, blobs and the saver's rows; ckptdb's own records (pointer history,
+#: receipts); and the rest (schema, settings, migrations, free pages).
+_KEPT_TABLES = ("blob", "chunk", "chunk_data", "blob_chunk", "entry", "checkpoint", "lg_")
+_RECORD_TABLES = ("pointer_history", "receipt")
+
+
+def where_the_bytes_are(path: Path) -> dict[str, int]:
+    """Page bytes per kind of table of a closed ckptdb file (read-only, via dbstat)."""
+    conn = apsw.Connection(
+        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        tables = {
+            str(n): str(t or n)
+            for n, t in conn.execute("SELECT name, tbl_name FROM sqlite_schema").fetchall()
+        }
+    finally:
+        conn.close()
+    out = {"kept_state": 0, "pointer_history_and_receipts": 0, "schema_and_other": 0}
+    for name, size in rows:
+        table = tables.get(str(name), str(name))
+        if table.startswith(_KEPT_TABLES):
+            out["kept_state"] += int(size)
+        elif table in _RECORD_TABLES:
+            out["pointer_history_and_receipts"] += int(size)
+        else:
+            out["schema_and_other"] += int(size)
+    return out
+
+
+def empty_saver_bytes(directory: Path) -> int:
+    path = directory / "empty.db"
+    CkptdbSaver(path).close()
+    return sum(
+        os.path.getsize(str(path) + s) for s in ("", "-wal") if os.path.exists(str(path) + s)
+    )
+
+
+def bench_workload(
+    name: str, per_channel: int, n_steps: int, rounds: int, directory: Path, repeat: int
+) -> dict[str, Any]:
+    steps = make_steps(per_channel, n_steps)
+    puts: dict[str, list[float]] = {"sqlite": [], "ckptdb": []}
+    last: dict[str, Contender] = {}
+    for r in range(rounds):
+        order = ["sqlite", "ckptdb"] if r % 2 == 0 else ["ckptdb", "sqlite"]
+        for who in order:
+            if who in last:
+                last[who].close()
+            contender = Contender(who, directory, f"{name}-{r}")
+            puts[who].append(run_puts(contender, steps))
+            last[who] = contender
+    out: dict[str, Any] = {"state_bytes": per_channel * CHANNELS, "steps": n_steps}
+    for who, contender in last.items():
+        out[who] = {
+            "puts_per_s": statistics.median(puts[who]),
+            "puts_per_s_rounds": puts[who],
+            **read_latencies(contender, steps, repeat),
+            "file_bytes": contender.file_bytes(),
+        }
+    ck = last["ckptdb"]
+    assert isinstance(ck.saver, CkptdbSaver)
+    ck.saver.prune(["bench"], strategy="keep_latest")
+    kept = ck.saver.db.current("langgraph/bench")
+    assert kept is not None
+    out["ckptdb"]["kept_checkpoints"] = len(list(ck.saver.list(None)))
+    out["ckptdb"]["kept_state_bytes"] = kept.total_size
+    out["ckptdb"]["file_bytes_after_prune"] = ck.file_bytes()
+    stats = ck.saver.db.stats()
+    out["ckptdb"]["stored_blob_bytes_after_prune"] = stats.stored_bytes
+    ck.saver.db.close()
+    out["ckptdb"]["after_prune_by_table"] = where_the_bytes_are(ck.path)
+    ck.saver = CkptdbSaver(ck.path)
+    out["put_ratio"] = out["ckptdb"]["puts_per_s"] / out["sqlite"]["puts_per_s"]
+    out["file_ratio"] = out["ckptdb"]["file_bytes"] / out["sqlite"]["file_bytes"]
+    for contender in last.values():
+        contender.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100 steps, 1 round (seconds)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per run (default 1000)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
+    parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
+    parser.add_argument("--json", dest="json_path", default=None, help="write results here")
+    args = parser.parse_args(argv)
+    n_steps = args.steps or (100 if args.quick else 1000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    repeat = 20 if args.quick else 200
+    directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
+    results: dict[str, Any] = {
+        "command": " ".join(
+            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "steps": n_steps,
+        "rounds": rounds,
+        "sqlite_version_python": sqlite3.sqlite_version,
+    }
+    try:
+        results["empty_ckptdb_saver_file_bytes"] = empty_saver_bytes(directory)
+        for name, per_channel in WORKLOADS.items():
+            results[name] = bench_workload(name, per_channel, n_steps, rounds, directory, repeat)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print_report(results)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def print_report(results: dict[str, Any]) -> None:
+    print(f"LangGraph savers, {results['steps']} steps, {results['rounds']} interleaved round(s)")
+    print(f"empty CkptdbSaver file: {results['empty_ckptdb_saver_file_bytes']:,} bytes")
+    for name in WORKLOADS:
+        r = results[name]
+        s, c = r["sqlite"], r["ckptdb"]
+        print(f"\n== {name} state ({r['state_bytes']:,} bytes, 10 channels, 1 changes per step)")
+        print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
+        rows = [
+            ("put throughput (puts/s)", s["puts_per_s"], c["puts_per_s"], r["put_ratio"]),
+            ("get_tuple latest (us)", s["get_tuple_latest_us"], c["get_tuple_latest_us"], None),
+            ("get_tuple 100 back (us)", s["get_tuple_older_us"], c["get_tuple_older_us"], None),
+            ("list limit=10 (us)", s["list_limit10_us"], c["list_limit10_us"], None),
+            ("file bytes", s["file_bytes"], c["file_bytes"], r["file_ratio"]),
+        ]
+        for label, a, b, given in rows:
+            ratio = given if given is not None else (b / a if a else float("nan"))
+            print(f"{label:28}{a:>14,.0f}{b:>14,.0f}{ratio:>9.2f}")
+        parts = c["after_prune_by_table"]
+        print(
+            f"CkptdbSaver after prune(keep_latest): {c['file_bytes_after_prune']:,} bytes, "
+            f"{c['file_bytes'] / c['file_bytes_after_prune']:.0f}x smaller "
+            f"({c['kept_checkpoints']} checkpoint kept, holding {c['kept_state_bytes']:,} bytes)"
+        )
+        print(
+            f"  of which: kept state {parts['kept_state']:,} | ckptdb pointer history + "
+            f"receipts {parts['pointer_history_and_receipts']:,} | schema and empty pages "
+            f"{parts['schema_and_other']:,}"
+        )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
