@@ -11,7 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import errors
-from .blobs import Entry
+from .blobs import BlobRef, Entry
 from .checkpoint import Checkpoint
 from .database import Database, open
 from .errors import (
@@ -51,6 +51,7 @@ from .retention import KeepBest, RetentionPolicy
 
 __all__ = [
     "UNSET",
+    "BlobRef",
     "BusyTimeoutError",
     "Checkpoint",
     "CheckpointInfo",

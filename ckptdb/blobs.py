@@ -58,6 +58,39 @@ class Entry:
         return f"Entry({kind}, media_type={self.media_type!r}, schema={self.schema!r})"
 
 
+class BlobRef:
+    """Content already stored in this database, named by its digest and size.
+
+    Committing a ``BlobRef`` re-uses the stored blob without sending, hashing or comparing
+    its bytes again -- what an integration does for the parts of a state that did not
+    change (``Checkpoint.ref(name)`` gives the reference of an entry). The commit checks,
+    inside its transaction, that the blob still exists with that size; if GC removed it
+    meanwhile the commit fails with the retryable BlobMissingError (commit the bytes).
+    """
+
+    __slots__ = ("digest", "size")
+
+    def __init__(self, digest: str, size: int) -> None:
+        if not isinstance(digest, str) or not validation.is_full_id(digest):
+            raise errors.InvalidEntryError(f"BlobRef digest {digest!r} is not a sha256 hex digest")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise errors.InvalidEntryError(f"BlobRef size {size!r} is not a byte count")
+        self.digest = digest
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"BlobRef({self.digest[:12]}, {self.size})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BlobRef) and (other.digest, other.size) == (
+            self.digest,
+            self.size,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.digest, self.size))
+
+
 @dataclass
 class PreparedBlob:
     """A blob ready to be referenced by the commit transaction."""
@@ -68,6 +101,7 @@ class PreparedBlob:
     chunk_ids: list[int] = field(default_factory=list)
     chunk_digests: list[str] = field(default_factory=list)
     bytes_staged: int = 0
+    reference: bool = False  # a BlobRef: the blob must already exist
 
     @property
     def chunk_list_digest(self) -> str | None:
@@ -190,6 +224,8 @@ class BlobStore:
     def prepare(self, value: Any, budget: list[int], now_ms: int) -> PreparedBlob:
         """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
         in-memory allowance of this commit for streamed values (mutated)."""
+        if isinstance(value, BlobRef):
+            return PreparedBlob(value.digest, value.size, reference=True)
         if isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             return self._prepare_bytes(data, now_ms)
@@ -202,7 +238,7 @@ class BlobStore:
             return self._prepare_stream(value, budget, now_ms)
         raise errors.InvalidEntryError(
             f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
-            "file object or ckptdb.Entry(...)"
+            "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"
         )
 
     def _prepare_bytes(self, data: bytes, now_ms: int) -> PreparedBlob:
@@ -318,6 +354,8 @@ class BlobStore:
         staged chunk whose grace period ran out before this commit. Then the commit fails
         with the retryable ChunkMissingError instead of publishing missing bytes.
         """
+        if blob.reference:
+            return self._referenced(blob)
         row = self.conn.one(
             "SELECT blob_id, chunk_count, inline_data = ? FROM blob WHERE digest = ?",
             (blob.inline, blob.digest),
@@ -357,6 +395,20 @@ class BlobStore:
             [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(chunk_ids)],
         )
         return blob_id, blob.bytes_staged
+
+    def _referenced(self, blob: PreparedBlob) -> tuple[int, int]:
+        row = self.conn.one("SELECT blob_id, size FROM blob WHERE digest = ?", (blob.digest,))
+        if row is None:
+            raise errors.BlobMissingError(
+                f"the referenced blob {blob.digest[:12]} is not stored (never was, or it was "
+                "garbage-collected); nothing was published. Commit the bytes instead.",
+                digest=blob.digest,
+            )
+        if int(row[1]) != blob.size:
+            raise errors.InvalidEntryError(
+                f"the referenced blob {blob.digest[:12]} has {row[1]} bytes, not {blob.size}"
+            )
+        return int(row[0]), 0
 
     def resolve_chunks(self, digests: list[str]) -> list[int | None]:
         """The chunk id of each digest now (None where the chunk is gone).

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
 from . import catalog, errors, models
+from .blobs import BlobRef
 
 if TYPE_CHECKING:
     from .database import Database
@@ -116,6 +117,11 @@ class Checkpoint:
         Memory stays bounded by one chunk whatever the entry size.
         """
         return self._db._open_entry(self, self._entry(name))
+
+    def ref(self, name: str) -> BlobRef:
+        """A reference to an entry's stored content, to commit it again without its bytes."""
+        entry = self._entry(name)
+        return BlobRef(entry.digest, entry.size)
 
     def iter_bytes(self, name: str) -> Iterator[bytes]:
         """The entry's bytes as verified pieces (at most one chunk each)."""

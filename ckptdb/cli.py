@@ -46,6 +46,7 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.StorageError, 8),
     (errors.CommitOutcomeUnknownError, 8),
     (errors.ChunkMissingError, 8),
+    (errors.BlobMissingError, 8),
     (errors.ReadOnlyError, 9),
 ]
 EXIT_HELP = """\b
@@ -770,6 +771,12 @@ def keep_options(fn: F) -> F:
     help="Keep unreferenced chunks younger than this (in-flight publishes).",
 )
 @click.option("--dry-run", is_flag=True, help="Show the exact plan; change nothing.")
+@click.option(
+    "--keep-history",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Also trim each namespace's pointer history to its newest N moves.",
+)
 @json_option
 @command
 def gc(
@@ -785,6 +792,7 @@ def gc(
     namespaces: tuple[str, ...],
     grace: str,
     dry_run: bool,
+    keep_history: int | None,
     as_json: bool,
 ) -> None:
     """Delete what retention does not keep and return the space to the OS.
@@ -809,6 +817,7 @@ def gc(
             namespaces=list(namespaces) or None,
             grace=grace,
             dry_run=dry_run,
+            keep_history=keep_history,
             progress=progress,
         )
     if as_json:

@@ -926,6 +926,7 @@ class Database:
         namespaces: list[str] | None = None,
         grace: float | str = gc.DEFAULT_GRACE_SECONDS,
         dry_run: bool = False,
+        keep_history: int | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> models.GcReport:
         """Delete the checkpoints no retention rule keeps, then the blobs and chunks nothing
@@ -936,7 +937,14 @@ class Database:
         everything. Every CURRENT, fallback and pin is always kept. Unreferenced chunks
         younger than ``grace`` (seconds or "1h"; default 1 hour) are kept: a publish in
         flight may be staging them. ``dry_run`` returns the exact plan and changes nothing.
-        A receipt is stored and returned."""
+        A receipt is stored and returned.
+
+        ``keep_history=N`` also trims each namespace's pointer history (one row per commit,
+        kept in full by default as an audit trail) to its newest N moves."""
+        if keep_history is not None and (
+            not isinstance(keep_history, int) or isinstance(keep_history, bool) or keep_history < 1
+        ):
+            raise errors.InvalidInputError("keep_history must be a positive number of moves")
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy or None")
         grace_seconds = float(parse_duration(grace) if isinstance(grace, str) else grace)
@@ -951,6 +959,7 @@ class Database:
                 namespaces=scope,
                 grace_seconds=grace_seconds,
                 dry_run=dry_run,
+                keep_history=keep_history,
                 progress=progress,
             )
 
@@ -1151,6 +1160,24 @@ class Database:
         """Stored receipts, newest first, optionally of one kind."""
         with self._use() as conn:
             return list_receipts(conn, kind=kind, limit=limit)
+
+    def record_receipt(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> int | None:
+        """Store a receipt -- the durable, digest-bound record of an act -- for an
+        integration or tool built on ckptdb. ``body`` must be a JSON object. Returns the
+        receipt id (None on a read-only handle)."""
+        if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_.-]{0,62}", kind):
+            raise errors.InvalidInputError(f"receipt kind must match [a-z][a-z0-9_.-]*: {kind!r}")
+        validation.metadata(body, validation.DEFAULT_MAX_METADATA_BYTES)
+        return self._record_receipt(
+            kind, dict(body), namespace=namespace, checkpoint_id=checkpoint_id
+        )
 
     def _record_receipt(
         self,

@@ -141,6 +141,14 @@ class ConflictError(CkptdbError):
         self.actual = actual
 
 
+class BlobMissingError(CkptdbError):
+    """A commit referenced stored content (BlobRef) that is not there (any more): GC may
+    have collected it. Nothing was written; commit the bytes instead."""
+
+    code = "blob_missing"
+    retryable = True
+
+
 class ProtectedError(CkptdbError):
     """The operation would delete a pinned checkpoint; unpin it (or ask to) first."""
 

@@ -37,7 +37,7 @@ from .retention import Candidate, RetentionPolicy, kept_by_policy
 DEFAULT_GRACE_SECONDS = 3600.0
 SWEEP_BATCH = 500
 VACUUM_STEP_PAGES = 1024
-MAX_IDS_IN_RECEIPT = 10_000
+MAX_IDS_IN_RECEIPT = 1_000
 Progress = Callable[[int, int], None]
 
 
@@ -99,6 +99,7 @@ class Mark:
     examined: int
     kept: int
     namespaces: list[str]
+    namespace_ids: list[int] = field(default_factory=list)
 
 
 def mark(
@@ -125,7 +126,7 @@ def mark(
         if effective is not None:  # no policy at all: keep everything in that namespace
             chosen[ns_id] = effective
     if not chosen:
-        return Mark([], 0, 0, sorted(scope))
+        return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
     ns_ids = sorted(chosen)
     depths = _lineage_depths(conn, ns_ids)
     protected = _protected(conn)
@@ -159,7 +160,7 @@ def mark(
                 kept += 1
             else:
                 doomed.append(c.seq)
-    return Mark(sorted(doomed), examined, kept, sorted(scope))
+    return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
 
 
 def _temp_seqs(conn: Connection, table: str, seqs: Iterable[int]) -> None:
@@ -302,6 +303,21 @@ def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
                 return
 
 
+def trim_history(conn: Connection, namespace_ids: list[int], moves: int) -> int:
+    """Delete pointer moves older than the newest ``moves`` of each namespace; returns rows
+    deleted. The digest chain of what remains still verifies."""
+    trimmed = 0
+    for namespace_id in namespace_ids:
+        with conn.write_transaction():
+            conn.execute(
+                "DELETE FROM pointer_history WHERE namespace_id = ? AND revision <="
+                " (SELECT max(revision) FROM pointer_history WHERE namespace_id = ?) - ?",
+                (namespace_id, namespace_id, moves),
+            )
+            trimmed += conn.changes()
+    return trimmed
+
+
 def reclaim(conn: Connection) -> int:
     """Return free pages to the OS in bounded steps, then truncate the WAL. Returns pages."""
     reclaimed = 0
@@ -350,9 +366,11 @@ def run(
     namespaces: list[str] | None,
     grace_seconds: float,
     dry_run: bool,
+    keep_history: int | None = None,
     progress: Progress | None = None,
 ) -> models.GcReport:
-    """Mark, then (unless ``dry_run``) sweep, reclaim space and store a receipt."""
+    """Mark, then (unless ``dry_run``) sweep, trim pointer histories to ``keep_history``
+    moves per namespace in scope (if given), reclaim space and store a receipt."""
     now_ms = _now_ms()
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     before = _file_bytes(path)
@@ -360,7 +378,7 @@ def run(
         marked = mark(conn, policy=policy, namespaces=namespaces, now_ms=now_ms)
         if dry_run:
             swept = estimate(conn, marked.doomed, cutoff_ms)
-    pages = 0
+    pages = trimmed = 0
     if not dry_run:
         swept = Sweep()
         total = len(marked.doomed)
@@ -369,6 +387,8 @@ def run(
             if progress is not None:
                 progress(min(start + SWEEP_BATCH, total), total)
         sweep_orphan_chunks(conn, cutoff_ms, swept)
+        if keep_history is not None:
+            trimmed = trim_history(conn, marked.namespace_ids, keep_history)
         pages = reclaim(conn)
     body: dict[str, Any] = {
         "policy": None if policy is None else json.loads(policy.model_dump_json()),
@@ -383,6 +403,7 @@ def run(
         "file_bytes_before": before,
         "file_bytes_after": _file_bytes(path),
         "pages_reclaimed": pages,
+        "history_trimmed": trimmed,
     }
     receipt_id = None
     if not dry_run:

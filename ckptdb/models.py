@@ -253,6 +253,7 @@ class GcReport(_Model):
     file_bytes_before: int
     file_bytes_after: int
     pages_reclaimed: int
+    history_trimmed: int = Field(description="pointer-history rows removed (keep_history)")
     at: datetime
 
 

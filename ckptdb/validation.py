@@ -22,6 +22,11 @@ DEFAULT_MAX_METADATA_BYTES = 256 * 1024
 MAX_MEDIA_TYPE_CHARS = 255
 MAX_SCHEMA_CHARS = 255
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
+# Plain ASCII names (the common case) need none of the Unicode checks below.
+_PLAIN_NAME = re.compile(
+    r"(?:[A-Za-z0-9_+=,@%~:-][A-Za-z0-9._+=,@%~: -]{0,254}/)*"
+    r"[A-Za-z0-9_+=,@%~:-][A-Za-z0-9._+=,@%~: -]{0,254}"
+)
 
 
 def _control_char(text: str) -> str | None:
@@ -44,6 +49,8 @@ def entry_name(name: object) -> str:
         raise errors.InvalidNameError(
             f"entry name must be a str, got {type(name).__name__}", name=repr(name)
         )
+    if len(name) <= MAX_NAME_CHARS and _PLAIN_NAME.fullmatch(name) and not name.endswith(" "):
+        return name  # every segment starts with a safe non-dot character: no '.', '..', ''
     shown = repr(name[:80])
     if not name:
         raise errors.InvalidNameError("entry name is empty; give a relative path like 'a/b.json'")

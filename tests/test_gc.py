@@ -268,3 +268,15 @@ def test_a_reused_chunk_rowid_never_names_the_wrong_bytes(db: ckptdb.Database) -
     with pytest.raises(errors.ChunkMissingError), db._conn.write_transaction():
         publish(db._conn, db._blobs, plan, now)
     assert db.current("ns") is None and db.verify().ok
+
+
+def test_keep_history_trims_pointer_history_and_it_still_verifies(db: ckptdb.Database) -> None:
+    ids = _commit_many(db, "run", 12)
+    assert len(db.history("run")) == 12
+    report = db.gc(RetentionPolicy(keep_last=3), grace=0, keep_history=4)
+    assert report.history_trimmed == 8
+    assert [h.revision for h in db.history("run")] == [12, 11, 10, 9]
+    assert db.verify().ok and db.current("run").id == ids[-1]  # type: ignore[union-attr]
+    assert db.gc(keep_history=10).history_trimmed == 0  # nothing older to trim
+    with pytest.raises(errors.InvalidInputError):
+        db.gc(keep_history=0)

@@ -459,3 +459,23 @@ if __name__ == "__main__":
         _writer(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "pruner":
         _pruner(sys.argv[2])
+
+
+def test_unchanged_channels_are_referenced_and_a_collected_blob_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "reuse.ckpt"
+    big = "v" * 5000
+    with CkptdbSaver(path) as saver:
+        config = saver.put(cfg("t"), make_checkpoint({"big": big, "n": 1}), {}, {"big": 1})
+        before = saver.db.stats().stored_bytes
+        config = saver.put(config, make_checkpoint({"big": big, "n": 2}), {}, {})
+        assert saver.db.stats().stored_bytes - before < 1000  # the 5 KB value was referenced
+        # Another handle drops the thread's namespace: the blob the saver would reference
+        # is collected; the next put must notice and send the bytes again.
+        with ckptdb.open(path) as other:
+            other.drop_namespace(namespace_for("t", ""), force=True)
+        again = saver.put(cfg("t"), make_checkpoint({"big": big, "n": 3}), {}, {})
+        got = saver.get_tuple(again)
+        assert got is not None and got.checkpoint["channel_values"]["big"] == big
+        assert saver.db.verify().ok

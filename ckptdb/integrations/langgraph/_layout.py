@@ -39,6 +39,7 @@ from typing import Any
 
 import ormsgpack
 
+from ...blobs import BlobRef
 from ...errors import CorruptionError, InvalidInputError
 
 NAMESPACE_PREFIX = "langgraph/"
@@ -129,16 +130,21 @@ class Envelope:
 
 
 def build_entries(
-    checkpoint: Typed, parent: str | None, values: Mapping[str, Typed], inline_max: int
-) -> dict[str, bytes]:
+    checkpoint: Typed,
+    parent: str | None,
+    values: Mapping[str, tuple[str, bytes | BlobRef]],
+    inline_max: int,
+) -> dict[str, bytes | BlobRef]:
     """The entries of the ckptdb checkpoint holding one LangGraph checkpoint: ``checkpoint``
     is its serialized form without channel values, ``values`` the serialized channel
-    values; those longer than ``inline_max`` bytes get an entry (a blob) of their own."""
-    entries: dict[str, bytes] = {}
+    values; those longer than ``inline_max`` bytes get an entry (a blob) of their own. A
+    value given as a ``BlobRef`` (an unchanged channel whose blob is already stored) is
+    referenced, not sent again."""
+    entries: dict[str, bytes | BlobRef] = {}
     inline: dict[str, Typed] = {}
     blobs: dict[str, tuple[str, str]] = {}
     for channel, (type_, data) in values.items():
-        if len(data) <= inline_max:
+        if isinstance(data, bytes) and len(data) <= inline_max:
             inline[channel] = (type_, data)
         else:
             name = channel_entry(channel)

@@ -245,11 +245,24 @@ def import_langgraph_sqlite(
             if progress is not None:
                 progress(done, total)
         skipped.extend(_import_writes(conn, saver, present, where, params, has_task_path, dry_run))
+    receipt_id = None
+    if not dry_run:
+        receipt_id = db.record_receipt(
+            "import-from",
+            {
+                "kind": KIND,
+                "source": path,
+                "namespaces": sorted(touched),
+                "imported": sum(1 for i in imported if i.created),
+                "already_present": sum(1 for i in imported if not i.created),
+                "skipped": [s.model_dump() for s in skipped],
+            },
+        )
     return ImportReport(
         kind=KIND,
         source=path,
         dry_run=dry_run,
-        receipt_id=None,
+        receipt_id=receipt_id,
         namespaces=sorted(touched),
         imported=imported,
         skipped=skipped,

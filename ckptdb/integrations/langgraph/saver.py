@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import hashlib
 import logging
 import os
 import random
@@ -46,6 +47,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ... import errors
+from ...blobs import BlobRef
 from ...database import Database
 from ...database import open as open_database
 from ...extension import Session
@@ -66,6 +68,7 @@ DEFAULT_PAGE_SIZE = 4096
 LIST_PAGE = 64
 _SQL_VARS = 500  # parameters per IN (...) list, well under SQLite's limit
 #: Pins that hold checkpoints LangGraph still uses while prune's GC runs.
+PRUNE_KEEP_HISTORY = 16
 PRUNE_PIN_PREFIX = "langgraph-prune/"
 #: More live checkpoints than this in a namespace being pruned (a writer racing the prune)
 #: and GC is left for the next prune.
@@ -174,6 +177,9 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         # Per-process hints that spare a read before each put; both are re-validated by
         # the database (a stale base fails the commit, which then looks it up again).
         self._last_put: dict[tuple[str, str], tuple[str, str]] = {}
+        # (thread_id, checkpoint_ns) -> the blob of each channel this saver's last put there
+        # stored: the next put references unchanged ones instead of sending them again.
+        self._channels: dict[tuple[str, str], dict[str, BlobRef]] = {}
         self._registered: set[str] = set()
         if isinstance(db, Database):
             self.db = db
@@ -417,14 +423,32 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
             )
         return None if found is None else str(found)
 
-    def _encode(self, checkpoint: Checkpoint, parent: str | None) -> dict[str, bytes]:
-        """The entries of a ckptdb checkpoint holding ``checkpoint``."""
+    def _encode(
+        self, checkpoint: Checkpoint, parent: str | None, key: tuple[str, str]
+    ) -> tuple[dict[str, bytes | BlobRef], dict[str, BlobRef]]:
+        """The entries of a ckptdb checkpoint holding ``checkpoint``, and the blob of each
+        channel stored as its own entry (remembered for the next put on the thread).
+
+        A channel value whose bytes are those this saver last stored for the channel on the
+        same thread is sent as a BlobRef: ckptdb re-uses the stored blob without receiving,
+        hashing or comparing the bytes again. The decision is by content (sha256), never by
+        LangGraph's channel versions, so a caller that changes a value without bumping its
+        version is still stored exactly.
+        """
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        values = {
-            channel: self._dumps(value)
-            for channel, value in checkpoint.get("channel_values", {}).items()
-        }
-        return _layout.build_entries(self._dumps(body), parent, values, self.inline_max)
+        previous = self._channels.get(key, {})
+        values: dict[str, tuple[str, bytes | BlobRef]] = {}
+        remembered: dict[str, BlobRef] = {}
+        for channel, value in checkpoint.get("channel_values", {}).items():
+            type_, data = self._dumps(value)
+            if len(data) <= self.inline_max:
+                values[channel] = (type_, data)
+                continue
+            ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+            remembered[channel] = ref
+            values[channel] = (type_, ref if previous.get(channel) == ref else data)
+        entries = _layout.build_entries(self._dumps(body), parent, values, self.inline_max)
+        return entries, remembered
 
     def put(
         self,
@@ -443,7 +467,9 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise errors.InvalidInputError("checkpoint['id'] must be a non-empty str")
         namespace = _layout.namespace_for(thread_id, ns)
-        entries = self._encode(checkpoint, None if parent is None else str(parent))
+        key = (thread_id, ns)
+        parent_id = None if parent is None else str(parent)
+        entries, remembered = self._encode(checkpoint, parent_id, key)
         md = dict(get_checkpoint_metadata(config, metadata))
         run_id = md.get("run_id")
         run = str(run_id) if isinstance(run_id, str) else None
@@ -455,10 +481,21 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         }
         if run is not None:
             ck_meta["lg_run_id"] = run
-        parent_id = None if parent is None else str(parent)
-        self._commit(
-            namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
-        )
+        try:
+            self._commit(
+                namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
+            )
+        except errors.BlobMissingError:
+            # A blob this put re-used was collected meanwhile (prune, maybe in another
+            # process): send every value again.
+            self._channels.pop(key, None)
+            entries, remembered = self._encode(checkpoint, parent_id, key)
+            self._commit(
+                namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
+            )
+        if len(self._channels) > 10_000:
+            self._channels.clear()
+        self._channels[key] = remembered
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -475,7 +512,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         checkpoint_id: str,
         parent_id: str | None,
         run_id: str | None,
-        entries: dict[str, bytes],
+        entries: dict[str, bytes | BlobRef],
         ck_meta: dict[str, Any],
         reason: str,
         *,
@@ -516,6 +553,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                 if base is None or attempt == 2:
                     raise
                 self._last_put.pop((thread_id, ns), None)
+                self._channels.pop((thread_id, ns), None)
                 fresh = self._lookup(thread_id, ns, parent_id) if parent_id else None
                 base = fresh if fresh != base else None
                 continue
@@ -598,6 +636,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
         self._registered.discard(namespace)
         self._last_put.pop((thread_id, ns), None)
+        self._channels.pop((thread_id, ns), None)
         try:
             self.db.drop_namespace(namespace)
         except errors.NamespaceNotFoundError:
@@ -645,6 +684,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         scope: builtins.list[str] = []
         for thread_id, ns in sorted({(r.thread_id, r.checkpoint_ns) for r in doomed}):
             self._last_put.pop((thread_id, ns), None)
+            self._channels.pop((thread_id, ns), None)
             namespace = _layout.namespace_for(thread_id, ns)
             if self._settle(namespace, thread_id, ns) is not None:
                 scope.append(namespace)
@@ -785,7 +825,13 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
             grace: dict[str, Any] = {}
             if self.gc_grace_seconds is not None:
                 grace["grace"] = self.gc_grace_seconds
-            self.db.gc(RetentionPolicy(), namespaces=[namespace], **grace)
+            # LangGraph never reads ckptdb's pointer history: keep only a short audit tail.
+            self.db.gc(
+                RetentionPolicy(),
+                namespaces=[namespace],
+                keep_history=PRUNE_KEEP_HISTORY,
+                **grace,
+            )
         except (errors.NamespaceNotFoundError, errors.CheckpointNotFoundError):
             pass
         finally:
