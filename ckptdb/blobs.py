@@ -356,6 +356,15 @@ class BlobStore:
         """
         if blob.reference:
             return self._referenced(blob)
+        if blob.inline is not None:
+            # New content is the common case: one statement when it is.
+            self.conn.execute(
+                "INSERT OR IGNORE INTO blob (digest, size, chunk_count, inline_data,"
+                " created_at_ms) VALUES (?, ?, 0, ?, ?)",
+                (blob.digest, blob.size, blob.inline, now_ms),
+            )
+            if self.conn.changes() == 1:
+                return self.conn.last_insert_rowid(), blob.size
         row = self.conn.one(
             "SELECT blob_id, chunk_count, inline_data = ? FROM blob WHERE digest = ?",
             (blob.inline, blob.digest),
@@ -370,13 +379,6 @@ class BlobStore:
                 return int(row[0]), blob.size
             # Chunks staged for it (new or repaired) are still bytes this commit wrote.
             return int(row[0]), blob.bytes_staged
-        if blob.inline is not None:
-            self.conn.execute(
-                "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms)"
-                " VALUES (?, ?, 0, ?, ?)",
-                (blob.digest, blob.size, blob.inline, now_ms),
-            )
-            return self.conn.last_insert_rowid(), blob.size
         chunk_ids = self.resolve_chunks(blob.chunk_digests)
         missing = sum(1 for c in chunk_ids if c is None)
         if missing:

@@ -55,16 +55,21 @@ def entry_json(entry: EntryRecord) -> dict[str, Any]:
     return out
 
 
+def entries_json(entries: Iterable[EntryRecord]) -> str:
+    """The canonical JSON of a checkpoint's entries (sorted by name)."""
+    return dumps([entry_json(e) for e in entries])
+
+
 def manifest_text(
     namespace: str,
     parent_id: str | None,
     generation: int,
-    entries: Iterable[EntryRecord],
+    entries: Iterable[EntryRecord] | str,
     metadata_json: str,
 ) -> str:
-    """The canonical manifest of a checkpoint. ``entries`` must be sorted by name and
-    ``metadata_json`` must already be canonical (see :func:`dumps`)."""
-    head = dumps([entry_json(e) for e in entries])
+    """The canonical manifest of a checkpoint. ``entries`` must be sorted by name (or be
+    their :func:`entries_json`) and ``metadata_json`` must already be canonical."""
+    head = entries if isinstance(entries, str) else entries_json(entries)
     # Keys in sorted order: entries, generation, metadata, namespace, parent. The metadata
     # text is spliced in verbatim: it is canonical already and re-encoding it is the
     # costliest step of identifying a small checkpoint.
@@ -87,7 +92,7 @@ def checkpoint_id(
     namespace: str,
     parent_id: str | None,
     generation: int,
-    entries: Iterable[EntryRecord],
+    entries: Iterable[EntryRecord] | str,
     metadata_json: str,
 ) -> str:
     """The id of a checkpoint: sha256 over the domain prefix and its canonical manifest."""

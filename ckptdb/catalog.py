@@ -66,6 +66,15 @@ class PointerRow:
     digest: str
     previous_digest: str | None
     updated_at_ms: int
+    current_entry_count: int
+    current_total_size: int
+    current_metadata: str
+
+
+_POINTER_COLUMNS = (
+    "p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation, f.id, p.revision,"
+    " p.digest, p.previous_digest, p.updated_at_ms, c.entry_count, c.total_size, c.metadata"
+)
 
 
 @dataclass(frozen=True)
@@ -157,8 +166,7 @@ def namespace_id(conn: Connection, namespace: str) -> int | None:
 def pointer(conn: Connection, namespace: str) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none."""
     row = conn.one(
-        "SELECT p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation,"
-        " f.id, p.revision, p.digest, p.previous_digest, p.updated_at_ms"
+        f"SELECT {_POINTER_COLUMNS}"
         " FROM namespace n JOIN pointer p ON p.namespace_id = n.namespace_id"
         " JOIN checkpoint c ON c.seq = p.current_seq"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq"
@@ -171,8 +179,7 @@ def pointer(conn: Connection, namespace: str) -> PointerRow | None:
 def all_pointers(conn: Connection) -> list[PointerRow]:
     """Every CURRENT pointer, by namespace name."""
     rows = conn.execute(
-        "SELECT p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation,"
-        " f.id, p.revision, p.digest, p.previous_digest, p.updated_at_ms"
+        f"SELECT {_POINTER_COLUMNS}"
         " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
         " JOIN checkpoint c ON c.seq = p.current_seq"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq ORDER BY n.name"

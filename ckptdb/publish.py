@@ -67,7 +67,8 @@ def build_ack(
 ) -> models.CommitAck:
     """The acknowledgement of ``plan`` landing as ``checkpoint_id``."""
     logical = sum(e.blob.size for e in plan.entries)
-    return models.CommitAck(
+    # Built from values this module computed, so pydantic's validation is skipped.
+    return models.CommitAck.model_construct(
         checkpoint_id=checkpoint_id,
         namespace=plan.namespace,
         parent_id=parent_id,
@@ -100,7 +101,8 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
     ns = plan.namespace
     ptr = catalog.pointer(conn, ns)
     current_id = ptr.current_id if ptr is not None else None
-    records = plan.records()
+    entries_json = canonical.entries_json(plan.records())
+    total_size = sum(e.blob.size for e in plan.entries)
 
     base = None
     if plan.base is not None:
@@ -119,9 +121,16 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
             expected_parent = ptr.current_parent_id
         else:
             expected_parent = plan.expect_current
-        if ptr.current_parent_id == expected_parent:
+        # Cheap checks first: only a CURRENT with the same metadata, entry count and size
+        # can hold the same content, and only then is its id worth recomputing.
+        if (
+            ptr.current_parent_id == expected_parent
+            and ptr.current_metadata == plan.metadata_json
+            and ptr.current_entry_count == len(plan.entries)
+            and ptr.current_total_size == total_size
+        ):
             same = canonical.checkpoint_id(
-                ns, ptr.current_parent_id, ptr.current_generation, records, plan.metadata_json
+                ns, ptr.current_parent_id, ptr.current_generation, entries_json, plan.metadata_json
             )
             if same == ptr.current_id:
                 plan.attempted_id = same
@@ -158,30 +167,33 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
     else:
         parent_id = current_id
         generation = ptr.current_generation + 1 if ptr is not None else 1
-    checkpoint_id = canonical.checkpoint_id(ns, parent_id, generation, records, plan.metadata_json)
+    checkpoint_id = canonical.checkpoint_id(
+        ns, parent_id, generation, entries_json, plan.metadata_json
+    )
     plan.attempted_id = checkpoint_id
 
     namespace_id = ptr.namespace_id if ptr is not None else ensure_namespace(conn, ns, now_ms)
     blob_ids, stored = _ensure_blobs(conn, blobs, plan, now_ms)
-    existing = catalog.checkpoint_by_id(conn, checkpoint_id)
-    if existing is not None:
+    conn.execute(
+        "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
+        " created_at_ms, metadata, entry_count, total_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            checkpoint_id,
+            namespace_id,
+            parent_id,
+            generation,
+            now_ms,
+            plan.metadata_json,
+            len(plan.entries),
+            total_size,
+        ),
+    )
+    if conn.changes() == 0:
         # The same manifest was published before (then CURRENT moved away and back).
+        existing = catalog.checkpoint_by_id(conn, checkpoint_id)
+        assert existing is not None
         seq = existing.seq
     else:
-        conn.execute(
-            "INSERT INTO checkpoint (id, namespace_id, parent_id, generation, created_at_ms,"
-            " metadata, entry_count, total_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                checkpoint_id,
-                namespace_id,
-                parent_id,
-                generation,
-                now_ms,
-                plan.metadata_json,
-                len(plan.entries),
-                sum(e.blob.size for e in plan.entries),
-            ),
-        )
         seq = conn.last_insert_rowid()
         conn.executemany(
             "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
