@@ -57,6 +57,7 @@ def test_quick_campaign_exercises_every_region_and_detects(quick: dict[str, Any]
     """The campaign cannot pass vacuously: it injected what it was asked to, in every
     family of damage, read a lot of bytes, and most cases had an observable effect that
     ckptdb caught (refused at open or reported by verify)."""
+    assert not quick["harness_errors"], quick["harness_errors"][0]
     counts = quick["counts"]
     assert counts["injected"] >= 0.9 * CASES, quick["not_applied"]
     kinds = set(quick["by_kind"])

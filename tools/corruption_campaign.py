@@ -50,9 +50,16 @@ Method
      read back correctly -- or a typed error;
    * ``checkout(..., fallback=True)`` of every namespace: the files written are the
      expected bytes of the checkpoint reported;
-   * informational calls (lineage, namespaces, history, pins, receipts, stats, resolve)
-     must return or raise a typed error;
-   * ``verify()`` must report a problem whenever any read failed.
+   * informational calls (lineage, namespaces, history, pins, receipts, stats) must
+     return or raise a typed error; ``resolve('ns@current' | 'ns@fallback' | 'ns~1')``
+     must name a checkpoint of that namespace or raise;
+   * ``verify()`` must report a problem whenever any read failed;
+   * last, a commit on the damaged file (re-using the bytes of the largest recorded entry,
+     so deduplication meets damaged chunks) succeeds and reads back, or raises a typed
+     error.
+
+   A row-level case whose statements changed nothing (an UPDATE writing the value already
+   there) is not counted ("not applicable").
 
    Outcomes: ``refused`` (typed error at open), ``detected`` (verify reported problems),
    ``benign`` (no observable effect, e.g. a flip in free space), ``rolled_back`` (WAL
@@ -103,6 +110,7 @@ VARIANTS = ("checkpointed", "wal")
 QUICK_CASES = 300
 FULL_CASES = 3000
 CASE_TIMEOUT = 120.0
+QUICK_TIMEOUT = 30.0
 WAL_HEADER = 32
 FRAME_HEADER = 24
 
@@ -926,6 +934,19 @@ def _flip_blob_param(conn: apsw.Connection, spec: list[Any]) -> bytes:
     return bytes(data)
 
 
+def _content_digest(conn: apsw.Connection) -> str:
+    """Digest of every row of every table (to tell a real change from a no-op UPDATE)."""
+    h = hashlib.sha256()
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+    for table in sorted(tables):
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        hexed = ", ".join(f'hex("{c}")' for c in columns)  # text that is not UTF-8, too
+        h.update(table.encode())
+        for row in conn.execute(f'SELECT {hexed} FROM "{table}" ORDER BY 1'):
+            h.update(repr(row).encode())
+    return h.hexdigest()
+
+
 def apply_case(case: dict[str, Any], directory: Path) -> None:
     db = directory / DB_NAME
     wal = directory / f"{DB_NAME}-wal"
@@ -950,7 +971,7 @@ def apply_case(case: dict[str, Any], directory: Path) -> None:
             try:
                 # Keep a WAL variant's frames in the WAL (no checkpoint when closing).
                 conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-                changed = 0
+                before = _content_digest(conn)
                 with conn:
                     for sql, raw in op["statements"]:
                         params = [
@@ -958,8 +979,8 @@ def apply_case(case: dict[str, Any], directory: Path) -> None:
                             for p in raw
                         ]
                         conn.execute(sql, params).fetchall()
-                        changed += conn.changes()
-                case["rows_changed"] = changed
+                # An UPDATE that wrote the value already there changed nothing: not a case.
+                case["rows_changed"] = int(_content_digest(conn) != before)
             finally:
                 conn.close()
         else:  # pragma: no cover
@@ -1052,6 +1073,7 @@ class Observer:
             self.check_namespaces(db)
             self.check_informational(db)
             self.check_verify(db)
+            self.check_write(db)  # last: it may repair damaged chunks through deduplication
         finally:
             with self.guard("close"):
                 db.close()
@@ -1296,6 +1318,26 @@ class Observer:
         with self.guard("stats"):
             db.stats()
 
+    def check_write(self, db: ckptdb.Database) -> None:
+        """A commit on the damaged file: it succeeds and reads back, or raises a typed error
+        (never wrong bytes, never a hang). It re-uses the bytes of a recorded chunked entry,
+        so deduplication meets the damaged chunks (ckptdb rewrites a damaged chunk from
+        the caller's verified bytes instead of inheriting it)."""
+        big = max(
+            (i for c in self.exp.values() for i in c["entries"].values()),
+            key=lambda i: (i["size"], i["digest"]),
+        )
+        entries = {
+            "probe.txt": b"written after the damage",
+            "reused.bin": self.expected_bytes(big["digest"]),
+        }
+        with self.guard("write: commit"):
+            ack = db.commit("campaign/probe", entries, metadata={"probe": True})
+            cp = db.get(ack.checkpoint_id)
+            for name, data in entries.items():
+                if cp.read(name) != data:
+                    self.wrong(f"write: {name} read back wrong after a commit on the damage")
+
     def check_verify(self, db: ckptdb.Database) -> None:
         try:
             report = db.verify()
@@ -1374,7 +1416,10 @@ def worker_main(root: Path, batch_file: Path) -> None:
     for case in cases:
         out.write(f"BEGIN {case['index']}\n")
         out.flush()
-        obs = check_case(case, root, meta)
+        try:
+            obs = check_case(case, root, meta)
+        except Exception as exc:  # a bug of this harness, never counted as a ckptdb crash
+            obs = {"harness_error": "".join(traceback.format_exception(exc))[-2000:]}
         out.write("RESULT " + json.dumps({"index": case["index"], "obs": obs}) + "\n")
         out.flush()
 
@@ -1526,9 +1571,13 @@ def summarize(
     refusal_codes: Counter[str] = Counter()
     untyped_kinds: Counter[str] = Counter()
     reads: Counter[str] = Counter()
+    harness_errors: list[dict[str, Any]] = []
     fallback_results: Counter[str] = Counter()
     for case in cases:
         obs = results[case["index"]]
+        if "harness_error" in obs:
+            harness_errors.append({"index": case["index"], "error": obs["harness_error"]})
+            continue
         if "not_applied" in obs:
             not_applied += 1
             continue
@@ -1590,7 +1639,8 @@ def summarize(
         "by_target": {k: dict(v) for k, v in sorted(by_target.items())},
         "pristine": pristine,
         "failures": failures,
-        "ok": all(counts[f] == 0 for f in FAILURES),
+        "harness_errors": harness_errors,
+        "ok": all(counts[f] == 0 for f in FAILURES) and not harness_errors,
     }
 
 
@@ -1632,6 +1682,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f["wrong"] or f["wrong_checkpoint"] or f["untyped"] or [json.dumps(f["fallback"])]
         )[0]
         print(f"  FAIL case {f['index']} {f['variant']} {f['kind']} {f['labels']}: {detail[:200]}")
+    for h in summary["harness_errors"][:3]:
+        print(f"  HARNESS ERROR in case {h['index']} (a bug of this tool):\n{h['error']}")
     print("RESULT: " + ("all zero-bars hold" if summary["ok"] else "FAILURES (see above)"))
 
 
@@ -1667,6 +1719,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         replay(Path(args.replay), int(args.case or 0))
         return 0
+    if args.quick and args.timeout == CASE_TIMEOUT:
+        args.timeout = QUICK_TIMEOUT
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     count = args.cases or (QUICK_CASES if args.quick else FULL_CASES)
     print(f"corruption campaign: seed {seed}, {count} cases, {args.workers} workers", flush=True)
