@@ -425,6 +425,23 @@ def test_bug_verify_reports_a_namespace_that_lost_its_current(db_path: Path) -> 
         assert not db.verify().ok
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (verify gap, low): verify._pointers checks each history link but not the "
+    "chain's start, so deleting the oldest pointer-history rows goes unreported (nothing in "
+    "ckptdb ever deletes them; the first kept revision should be 1 with no previous digest)",
+)
+def test_bug_verify_reports_a_truncated_pointer_history(db_path: Path) -> None:
+    _two_namespaces(db_path)
+    _tamper(
+        db_path,
+        "DELETE FROM pointer_history WHERE revision <= 2 AND namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = 'alpha')",
+    )
+    with ckptdb.open(db_path) as db:
+        assert not db.verify().ok
+
+
 # -- the harness itself -----------------------------------------------------------------------
 
 
