@@ -1691,14 +1691,17 @@ def replay(path: Path, index: int) -> None:
     """Re-run one case of a saved JSON report in this process, printing every observation."""
     summary = json.loads(path.read_text())
     root = Path(tempfile.mkdtemp(prefix="ckptdb-replay-"))
-    meta = build_pristine(root)
-    cases = make_cases(root, meta, summary["cases_requested"], summary["seed"])
-    case = cases[index]
-    print(json.dumps({k: v for k, v in case.items() if k != "ops"}, indent=1))
-    print(json.dumps(case["ops"])[:2000])
-    obs = check_case(case, root, meta, keep=True)
-    print(json.dumps(obs, indent=1, default=str))
-    print("labels:", classify(case, obs) if "not_applied" not in obs else obs)
+    try:
+        meta = build_pristine(root)
+        cases = make_cases(root, meta, summary["cases_requested"], summary["seed"])
+        case = cases[index]
+        print(json.dumps({k: v for k, v in case.items() if k != "ops"}, indent=1))
+        print(json.dumps(case["ops"])[:2000])
+        obs = check_case(case, root, meta, keep=True)
+        print(json.dumps(obs, indent=1, default=str))
+        print("labels:", classify(case, obs) if "not_applied" not in obs else obs)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
