@@ -1,0 +1,483 @@
+"""The corruption campaign (tools/corruption_campaign.py) in quick mode, and a minimal,
+deterministic reproduction of every bug it found.
+
+The quick campaign runs once per module (a few hundred cases in worker subprocesses, so a
+crash or hang is observed rather than fatal). ``CKPTDB_CAMPAIGN_SEED`` and
+``CKPTDB_CAMPAIGN_CASES`` change the seed and the number of cases.
+
+Bugs are marked ``xfail(strict=True)``: each test asserts the correct behaviour, fails
+today, and turns into an error (XPASS) once the bug is fixed so the marker gets removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import apsw
+import corruption_campaign as campaign
+import pytest
+from click.testing import CliRunner
+from conftest import raw_sql
+
+import ckptdb
+from ckptdb import errors
+from ckptdb.cli import main
+
+SEED = int(os.environ.get("CKPTDB_CAMPAIGN_SEED", "20250611"))
+CASES = int(os.environ.get("CKPTDB_CAMPAIGN_CASES", str(campaign.QUICK_CASES)))
+CHUNK = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    summary = campaign.run_campaign(
+        cases=CASES, seed=SEED, workdir=tmp_path_factory.mktemp("campaign")
+    )
+    print(f"corruption campaign seed {SEED}: {summary['counts']}")
+    return summary
+
+
+def _failures(summary: dict[str, Any], label: str) -> list[str]:
+    return [
+        f"case {f['index']} {f['variant']} {f['kind']}: "
+        + "; ".join(f["wrong"] + f["wrong_checkpoint"] + f["untyped"])[:300]
+        for f in summary["failures"]
+        if label in f["labels"]
+    ][:10]
+
+
+# -- the quick campaign --------------------------------------------------------------------
+
+
+def test_quick_campaign_exercises_every_region_and_detects(quick: dict[str, Any]) -> None:
+    """The campaign cannot pass vacuously: it injected what it was asked to, in every
+    family of damage, read a lot of bytes, and most cases had an observable effect that
+    ckptdb caught (refused at open or reported by verify)."""
+    assert not quick["harness_errors"], quick["harness_errors"][0]
+    counts = quick["counts"]
+    assert counts["injected"] >= 0.9 * CASES, quick["not_applied"]
+    kinds = set(quick["by_kind"])
+    for family in ("page_flip", "page_zero", "page_misdirected", "db_header_flip", "truncate"):
+        assert family in kinds, kinds
+    assert sum(k.startswith("row_") for k in kinds) >= 20, kinds
+    assert sum(k.startswith("wal_") for k in kinds) >= 4, kinds
+    targets = set(quick["by_target"])
+    for region in ("chunk_data:overflow", "checkpoint:leaf", "index:leaf", "wal_header"):
+        assert region in targets, targets
+    assert quick["reads"]["ok"] > 5000
+    assert (counts["detected"] + counts["refused"]) >= 0.4 * counts["injected"], counts
+    assert counts["benign"] > 0 and counts["rolled_back"] > 0, counts
+
+
+def test_quick_campaign_no_crash_no_hang_no_wrong_bytes_nothing_undetected(
+    quick: dict[str, Any],
+) -> None:
+    """The bars that hold today: no process crash or hang, never a byte (or manifest) that
+    differs from what was committed under that checkpoint id, and verify reports a problem
+    whenever a read was refused."""
+    counts = quick["counts"]
+    for bar in ("crash", "hang", "wrong_bytes", "undetected"):
+        assert counts[bar] == 0, (bar, _failures(quick, bar))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: untyped exceptions (UnicodeDecodeError, JSONDecodeError, ValidationError, "
+    "apsw.IOError, ValueError, AssertionError), references and fallback that leave the "
+    "namespace/lineage, and a deleted CURRENT that verify does not report -- see the "
+    "test_bug_* tests below",
+)
+def test_quick_campaign_every_zero_bar_holds(quick: dict[str, Any]) -> None:
+    counts = quick["counts"]
+    broken = {bar: _failures(quick, bar) for bar in campaign.FAILURES if counts[bar]}
+    assert not broken, broken
+
+
+# -- helpers for the reproductions --------------------------------------------------------
+
+
+def _tamper(path: Path | str, sql: str, params: tuple[object, ...] = ()) -> None:
+    """Change rows behind ckptdb's back (apsw, the same SQLite library; no handle open)."""
+    raw_sql(path, sql, params)
+
+
+def _two_namespaces(path: Path) -> dict[str, str]:
+    with ckptdb.open(path) as db:
+        ids = {
+            "a1": db.commit("alpha", {"s": b"alpha-1"}, metadata={"t": 1}).checkpoint_id,
+            "a2": db.commit("alpha", {"s": b"alpha-2"}, metadata={"t": 2}).checkpoint_id,
+            "a3": db.commit("alpha", {"s": b"alpha-3"}, metadata={"t": 3}).checkpoint_id,
+            "b1": db.commit("beta", {"s": b"beta-secret"}).checkpoint_id,
+        }
+    return ids
+
+
+# -- B1: invalid UTF-8 in a TEXT column -----------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: apsw raises UnicodeDecodeError for a TEXT value that is not UTF-8; "
+    "ckptdb/connection.py translates only apsw.Error, so current/load/verify crash untyped",
+)
+def test_bug_invalid_utf8_in_a_text_column_is_a_typed_error(db_path: Path) -> None:
+    ids = _two_namespaces(db_path)
+    # One flipped high bit in the stored metadata text of CURRENT of alpha.
+    _tamper(
+        db_path,
+        "UPDATE checkpoint SET metadata = CAST(CAST(metadata AS BLOB) || x'ff' AS TEXT)"
+        " WHERE id = ?",
+        (ids["a3"],),
+    )
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CorruptionError):
+            db.current("alpha")
+        assert db.load("alpha", fallback=True).checkpoint.id == ids["a2"]
+        assert not db.verify().ok
+
+
+# -- B2: ns@current / ns@fallback / ns~N trust an unverified pointer --------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Database.resolve('ns@current'|'ns@fallback'|'ns~N') reads the pointer "
+    "without catalog.check_pointer and never checks the namespace of the result, so "
+    "`ckptdb cat/checkout/show` serve another namespace's checkpoint",
+)
+def test_bug_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: Path) -> None:
+    ids = _two_namespaces(db_path)
+    # The pointer of alpha now names beta's checkpoint (one integer in one row).
+    _tamper(
+        db_path,
+        "UPDATE pointer SET current_seq = (SELECT seq FROM checkpoint WHERE id = ?)"
+        " WHERE namespace_id = (SELECT namespace_id FROM namespace WHERE name = 'alpha')",
+        (ids["b1"],),
+    )
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CorruptionError):
+            db.current("alpha")  # this one is right: the pointer digest does not match
+        with pytest.raises(errors.CorruptionError):
+            db.resolve("alpha@current")  # today: beta's checkpoint id
+    result = CliRunner().invoke(main, ["cat", str(db_path), "alpha@current", "s"])
+    assert result.stdout_bytes != b"beta-secret"
+    assert result.exit_code == 5
+    result = CliRunner().invoke(
+        main, ["checkout", str(db_path), "alpha@current", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 5
+    assert not (tmp_path / "o").exists()
+
+
+# -- B3: fallback follows the parent link of a checkpoint whose manifest is damaged ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: ckptdb/fallback.py load_with_fallback walks to row.parent_id and compares "
+    "row.generation of a checkpoint whose manifest failed verification; a damaged parent "
+    "link sends fallback into another namespace",
+)
+def test_bug_fallback_never_leaves_the_namespace(db_path: Path) -> None:
+    ids = _two_namespaces(db_path)
+    _tamper(db_path, "UPDATE checkpoint SET parent_id = ? WHERE id = ?", (ids["b1"], ids["a3"]))
+    with ckptdb.open(db_path) as db:
+        loaded = db.load("alpha", fallback=True)
+        assert loaded.checkpoint.namespace == "alpha"  # today: beta's checkpoint
+        assert loaded.checkpoint.id == ids["a2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: same root cause -- a damaged parent link or generation of the rejected "
+    "CURRENT makes fallback skip the intact parent (or give up with no_usable_checkpoint)",
+)
+@pytest.mark.parametrize(
+    ("column", "value"), [("parent_id", "a1"), ("parent_id", None), ("generation", 1)]
+)
+def test_bug_fallback_returns_the_newest_intact_ancestor(
+    db_path: Path, column: str, value: object
+) -> None:
+    ids = _two_namespaces(db_path)
+    new = ids.get(value, value) if isinstance(value, str) else value
+    _tamper(db_path, f"UPDATE checkpoint SET {column} = ? WHERE id = ?", (new, ids["a3"]))
+    with ckptdb.open(db_path) as db:
+        loaded = db.load("alpha", fallback=True)
+        assert loaded.checkpoint.id == ids["a2"]  # the parent, which is intact
+
+
+# -- B4/B5: unverified JSON parsed in lineage and receipts ------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Database.lineage -> checkpoint.checkpoint_info json.loads/pydantic-validates "
+    "metadata of manifests it never verified: JSONDecodeError / ValidationError escape "
+    "(also from `ckptdb log` and every importer, through Collector.known)",
+)
+@pytest.mark.parametrize("metadata", ['{"t":', "[1, 2]"])
+def test_bug_lineage_with_a_damaged_manifest_raises_a_typed_error(
+    db_path: Path, metadata: str
+) -> None:
+    ids = _two_namespaces(db_path)
+    _tamper(db_path, "UPDATE checkpoint SET metadata = ? WHERE id = ?", (metadata, ids["a1"]))
+    with ckptdb.open(db_path) as db:
+        try:
+            lineage = db.lineage("alpha")
+        except errors.CkptdbError:
+            return
+        assert [c.id for c in lineage][:2] == [ids["a3"], ids["a2"]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: ckptdb/receipts.py list_receipts json.loads a damaged receipt body: "
+    "JSONDecodeError escapes from Database.receipts and `ckptdb receipts`",
+)
+def test_bug_receipts_with_a_damaged_body_raise_a_typed_error(db_path: Path) -> None:
+    _two_namespaces(db_path)
+    with ckptdb.open(db_path) as db:
+        db.verify()  # stores a receipt
+    _tamper(db_path, "UPDATE receipt SET body = '{\"ok\": tru'")
+    with ckptdb.open(db_path) as db:
+        assert any(p.code == "receipt_mismatch" for p in db.verify().problems)
+        with contextlib.suppress(errors.CkptdbError):
+            db.receipts()
+
+
+# -- B6: an I/O error while reading a chunk escapes untranslated ------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: ckptdb/connection.py read_blob_into closes the blob in `finally`; the close "
+    "re-raises the read's apsw.IOError untranslated, masking the translated error",
+)
+def test_bug_chunk_read_error_is_a_typed_error(tmp_path: Path) -> None:
+    src = tmp_path / "src.ckpt"
+    with ckptdb.open(src, chunk_size=CHUNK, page_size=4096) as db:
+        ack = db.commit("ns", {"big": os.urandom(8 * CHUNK)})
+    # Newer commits live in the WAL (a reader holds its snapshot, so nothing is
+    # checkpointed); then the main file loses its tail, where the chunk pages are.
+    holder = apsw.Connection(str(src))
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM checkpoint").fetchall()
+    with ckptdb.open(src) as db:
+        db.commit("other", {"x": b"1"})
+    damaged = tmp_path / "damaged.ckpt"
+    shutil.copy2(src, damaged)
+    shutil.copy2(f"{src}-wal", f"{damaged}-wal")
+    holder.execute("COMMIT")
+    holder.close()
+    os.truncate(damaged, os.path.getsize(damaged) // 2)
+    with ckptdb.open(damaged) as db:
+        cp = db.get(ack.checkpoint_id)
+        with pytest.raises(errors.CkptdbError):
+            cp.read("big")
+
+
+# -- B7: a damaged setting breaks open ------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Database._open does int(setting 'chunk_size') unchecked: ValueError on a "
+    "damaged value; '' silently falls back to 4 MiB; '-5' is accepted and every commit then "
+    "raises ValueError; '0' is accepted and every non-empty commit loops forever in "
+    "BlobStore._stage",
+)
+@pytest.mark.parametrize("value", ["x", "", "-5", "0"])
+def test_bug_damaged_chunk_size_setting_is_refused_with_a_typed_error(
+    db_path: Path, value: str
+) -> None:
+    _two_namespaces(db_path)
+    _tamper(db_path, "UPDATE setting SET value = ? WHERE key = 'chunk_size'", (value,))
+    with pytest.raises(errors.CkptdbError):
+        ckptdb.open(db_path).close()
+
+
+# -- B8: an inconsistent id index trips an assert ----------------------------------------------
+
+
+def _flip_index_key(path: Path, checkpoint_id: str) -> None:
+    """Change one hex digit of ``checkpoint_id`` inside the unique index on checkpoint.id
+    (the table row keeps the right id): the lookup by id no longer finds it."""
+    rows = raw_sql(
+        path,
+        "SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_checkpoint_1'"
+        " AND pagetype = 'leaf'",
+    )
+    page_size = int(raw_sql(path, "PRAGMA page_size")[0][0])  # type: ignore[call-overload]
+    with open(path, "r+b") as fh:
+        for (pageno,) in rows:
+            fh.seek((int(pageno) - 1) * page_size)  # type: ignore[call-overload]
+            page = bytearray(fh.read(page_size))
+            at = page.find(checkpoint_id.encode())
+            if at >= 0:
+                page[at] = ord("0") if page[at] != ord("0") else ord("1")
+                fh.seek((int(pageno) - 1) * page_size)  # type: ignore[call-overload]
+                fh.write(page)
+                return
+    raise AssertionError("id not found in the index")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Database.current asserts the checkpoint row exists ('the foreign key "
+    "guarantees it'); a damaged index makes the lookup by id fail -> AssertionError",
+)
+def test_bug_current_with_a_damaged_id_index_raises_a_typed_error(db_path: Path) -> None:
+    ids = _two_namespaces(db_path)
+    _flip_index_key(db_path, ids["a3"])
+    with ckptdb.open(db_path) as db:
+        assert not db.verify().ok  # integrity_check sees the index/table mismatch
+        with pytest.raises(errors.CkptdbError):
+            db.current("alpha")
+
+
+# -- B1b: a damaged record yields a value of the wrong type --------------------------------
+
+
+def _retype_metadata_as_blob(path: Path, checkpoint_id: str) -> None:
+    """Edit the record of a checkpoint row in place so that its metadata column, still the
+    same bytes, is typed BLOB instead of TEXT (one serial-type byte of the record header:
+    what a single flipped bit can do; STRICT only checks types when rows are written)."""
+    rows = raw_sql(
+        path, "SELECT pageno FROM dbstat WHERE name = 'checkpoint' AND pagetype = 'leaf'"
+    )
+    page_size = int(raw_sql(path, "PRAGMA page_size")[0][0])  # type: ignore[call-overload]
+    with open(path, "r+b") as fh:
+        for (pageno,) in rows:
+            offset = (int(pageno) - 1) * page_size  # type: ignore[call-overload]
+            fh.seek(offset)
+            page = bytearray(fh.read(page_size))
+            at = page.find(checkpoint_id.encode())
+            if at < 0:
+                continue
+            # The record body starts with the id (seq is the rowid, stored as NULL); the
+            # header before it: [length][serial types of the 10 columns].
+            for length in range(2, 30):
+                start = at - length
+                if page[start] != length:
+                    continue
+                types, i = [], start + 1
+                while i < at:
+                    value = 0
+                    while True:
+                        value = (value << 7) | (page[i] & 0x7F)
+                        i += 1
+                        if page[i - 1] < 0x80:
+                            break
+                    types.append((value, i))
+                if len(types) == 10 and types[6][0] >= 13 and types[6][0] % 2 == 1:
+                    end = types[6][1]
+                    assert page[end - 1] < 0x80, "a one-byte serial type is expected"
+                    page[end - 1] -= 1  # TEXT of n bytes (2n+13) -> BLOB of n bytes (2n+12)
+                    fh.seek(offset)
+                    fh.write(page)
+                    return
+    raise AssertionError("record not found")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: column values are used as the type the schema promises; a damaged record "
+    "holding a BLOB where TEXT belongs gives TypeError (canonical.manifest_text, "
+    "verify._chunks, blobs.chunk_list) or ValueError (models.from_ms) instead of "
+    "CorruptionError",
+)
+def test_bug_value_of_the_wrong_type_in_a_damaged_record_is_a_typed_error(
+    db_path: Path,
+) -> None:
+    ids = _two_namespaces(db_path)
+    _retype_metadata_as_blob(db_path, ids["a3"])
+    assert raw_sql(db_path, "SELECT typeof(metadata) FROM checkpoint WHERE id = ?", (ids["a3"],))[
+        0
+    ] == ("blob",)
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CorruptionError):
+            db.current("alpha")
+        assert db.load("alpha", fallback=True).checkpoint.id == ids["a2"]
+        assert not db.verify().ok
+
+
+# -- B9: a deleted CURRENT goes unreported --------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (verify gap): a namespace whose pointer row vanished (history and "
+    "checkpoints intact) disappears from namespaces() and load() while verify() says ok",
+)
+def test_bug_verify_reports_a_namespace_that_lost_its_current(db_path: Path) -> None:
+    _two_namespaces(db_path)
+    _tamper(
+        db_path,
+        "DELETE FROM pointer WHERE namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = 'alpha')",
+    )
+    with ckptdb.open(db_path) as db:
+        assert db.current("alpha") is None  # the lineage is silently orphaned
+        assert not db.verify().ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (verify gap, low): verify._pointers checks each history link but not the "
+    "chain's start, so deleting the oldest pointer-history rows goes unreported (nothing in "
+    "ckptdb ever deletes them; the first kept revision should be 1 with no previous digest)",
+)
+def test_bug_verify_reports_a_truncated_pointer_history(db_path: Path) -> None:
+    _two_namespaces(db_path)
+    _tamper(
+        db_path,
+        "DELETE FROM pointer_history WHERE revision <= 2 AND namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = 'alpha')",
+    )
+    with ckptdb.open(db_path) as db:
+        assert not db.verify().ok
+
+
+# -- the harness itself -----------------------------------------------------------------------
+
+
+def test_wal_payload_flip_with_recomputed_checksums_reaches_ckptdb(tmp_path: Path) -> None:
+    """The WAL checksum rewrite works: SQLite accepts a damaged frame, so the damage reaches
+    ckptdb, which refuses the bytes and reports them (rather than SQLite silently dropping
+    the frame, which is what happens without the rewrite)."""
+    src = tmp_path / "src.ckpt"
+    with ckptdb.open(src, chunk_size=CHUNK, page_size=4096) as db:
+        db.commit("ns", {"s": b"first"})
+    holder = apsw.Connection(str(src))
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM checkpoint").fetchall()
+    payload = os.urandom(CHUNK)
+    with ckptdb.open(src) as db:
+        head = db.commit("ns", {"s": b"second", "big": payload + b"tail"}).checkpoint_id
+    for resum, expect_rollback in ((False, True), (True, False)):
+        work = tmp_path / f"resum-{resum}"
+        work.mkdir()
+        shutil.copy2(src, work / "db.ckpt")
+        shutil.copy2(f"{src}-wal", work / "db.ckpt-wal")
+        wal = work / "db.ckpt-wal"
+        data = bytearray(wal.read_bytes())
+        at = data.rfind(payload[100:164])  # the newest frame holding that page
+        assert at > 0
+        data[at] ^= 0x01
+        wal.write_bytes(bytes(data))
+        if resum:
+            campaign.wal_resum(wal)
+        with ckptdb.open(work / "db.ckpt") as db:
+            if expect_rollback:
+                with pytest.raises(errors.CheckpointNotFoundError):
+                    db.get(head)
+            else:
+                with pytest.raises(errors.CorruptionError):
+                    db.get(head).read("big")
+                assert not db.verify().ok
+    holder.execute("COMMIT")
+    holder.close()

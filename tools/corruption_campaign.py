@@ -1,0 +1,1740 @@
+#!/usr/bin/env python3
+"""Corruption campaign: damage a ckptdb file in thousands of ways and check every promise.
+
+    python tools/corruption_campaign.py --quick              # ~300 cases, well under a minute
+    python tools/corruption_campaign.py                      # full: 3000 cases
+    python tools/corruption_campaign.py --seed 7 --cases 5000 --json out.json
+    python tools/corruption_campaign.py --replay out.json --case 123   # re-run one case here
+
+Method
+------
+1. A *pristine* database is built twice (chunk size 64 KiB, page size 4 KiB, so chunked
+   blobs, overflow chains and multi-level b-trees exist): several namespaces with lineages
+   of several generations, inline and chunked entries, blobs shared between checkpoints and
+   namespaces, chunks shared between blobs, an empty entry, media types and schema pins,
+   a rollback with ``set_current``, a branch with ``base=``, pins, receipts, a GC that cut
+   a lineage, and free pages (a GC sweep interrupted before its incremental vacuum).
+   Variant ``checkpointed`` has no WAL. Variant ``wal`` holds its last commits only in WAL
+   frames (a raw apsw reader keeps a snapshot open so they are never checkpointed, and the
+   database and its -wal are copied while they are).
+   The expected bytes of every entry of every checkpoint, every manifest and the lineage
+   of every namespace are recorded.
+2. Cases are drawn with a seeded RNG and resolved to concrete mutations by the parent
+   process, against the pristine page map taken from SQLite's ``dbstat`` table (owner
+   b-tree and page type of every page; free and pointer-map pages are the rest) and the
+   parsed WAL (header, frame headers, frame payloads, and which page each frame holds):
+
+   * page level, main file: bit flips (biased to the cell-content area of b-tree pages),
+     random byte runs, zeroed pages, a page overwritten with another page (misdirected
+     write), flips in the 100-byte database header, truncation;
+   * WAL: flips in the WAL header, in frame headers, in frame payloads (checksums left
+     wrong: SQLite drops the frame and every later one), and in frame payloads with the
+     checksum chain recomputed (SQLite accepts the damaged page), and a torn WAL tail;
+   * row level, through a raw apsw connection (SQL bypassing ckptdb, like an operator or
+     another program): chunk bytes, chunk/blob digests and sizes, chunk lists (order,
+     targets, missing rows), inline bytes, entry -> blob links, names, media types, manifest
+     fields (metadata, parent, generation, namespace, counts), invalid UTF-8 in text
+     columns, pointers (current/fallback/revision/digest), pointer history, namespace names.
+
+3. Every case runs in a worker subprocess (batches; a crash or hang of the worker is
+   observed and counted, never fatal): the pristine files are copied, the mutation applied,
+   then ckptdb opens the copy (a typed error = "refused at open") and:
+
+   * ``get`` + ``read`` of every entry of every recorded checkpoint (and streaming reads of
+     chunked entries): the bytes must be exactly the expected bytes of that checkpoint id
+     (a streamed prefix must be a prefix of them), the manifest must be the expected one,
+     or a ``ckptdb.CkptdbError`` must be raised;
+   * ``current``/``load`` of every namespace, then ``load(ns, fallback=True)``: the result
+     must be, entry for entry, the expected bytes, and must be the newest checkpoint along
+     the namespace's recorded lineage (from the CURRENT found in the file) whose every entry
+     read back correctly -- or a typed error;
+   * ``checkout(..., fallback=True)`` of every namespace: the files written are the
+     expected bytes of the checkpoint reported;
+   * informational calls (lineage, namespaces, history, pins, receipts, stats) must
+     return or raise a typed error; ``resolve('ns@current' | 'ns@fallback' | 'ns~1')``
+     must name a checkpoint of that namespace or raise;
+   * ``verify()`` must report a problem whenever any read failed;
+   * last, a commit on the damaged file (re-using the bytes of the largest recorded entry,
+     so deduplication meets damaged chunks) succeeds and reads back, or raises a typed
+     error.
+
+   A row-level case whose statements changed nothing (an UPDATE writing the value already
+   there) is not counted ("not applicable").
+
+   Outcomes: ``refused`` (typed error at open), ``detected`` (verify reported problems),
+   ``benign`` (no observable effect, e.g. a flip in free space), ``rolled_back`` (WAL
+   damage made SQLite drop the newest commits: an older, consistent state -- SQLite's WAL
+   design, not detectable by ckptdb), and the failures, which must all be zero:
+   ``wrong_bytes`` (bytes or a manifest differing from the record of the checkpoint the
+   handle claims to be), ``wrong_checkpoint`` (a reference such as ``ns@current``, CURRENT,
+   a load, a fallback or a checkout resolved to a checkpoint that is not of that namespace
+   or not on its lineage), ``untyped`` (an exception that is not a CkptdbError),
+   ``crash``, ``hang``, ``undetected`` (a read failed yet verify said ok), ``silent_loss``
+   (a checkpoint or a namespace's CURRENT vanished without a WAL cause and verify said
+   ok), ``fallback_not_newest`` (fallback skipped an intact ancestor, or found none while
+   one existed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import random
+import selectors
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+import ckptdb
+from ckptdb import errors
+
+CHUNK = 64 * 1024
+PAGE = 4096
+DB_NAME = "campaign.ckpt"
+VARIANTS = ("checkpointed", "wal")
+QUICK_CASES = 300
+FULL_CASES = 3000
+CASE_TIMEOUT = 120.0
+QUICK_TIMEOUT = 30.0
+WAL_HEADER = 32
+FRAME_HEADER = 24
+
+#: Outcomes that are failures: each must be zero.
+FAILURES = (
+    "wrong_bytes",
+    "wrong_checkpoint",
+    "untyped",
+    "crash",
+    "hang",
+    "undetected",
+    "silent_loss",
+    "fallback_not_newest",
+)
+#: Case kinds whose damage SQLite itself answers by dropping the newest WAL frames.
+WAL_LOSS_KINDS = frozenset(
+    {"wal_header_flip", "wal_frame_header_flip", "wal_payload_flip", "wal_truncate"}
+)
+
+
+# ---------------------------------------------------------------------------------------
+# The pristine database
+
+
+def payload(tag: str, size: int) -> bytes:
+    """Deterministic pseudo-random bytes named by ``tag``."""
+    out = bytearray()
+    counter = 0
+    seed = tag.encode()
+    while len(out) < size:
+        out += hashlib.sha256(seed + counter.to_bytes(8, "little")).digest()
+        counter += 1
+    return bytes(out[:size])
+
+
+@dataclass
+class Recorder:
+    """The expected state: every checkpoint's manifest and bytes."""
+
+    blobs_dir: Path
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def record(self, db: ckptdb.Database, checkpoint_id: str, entries: dict[str, Any]) -> None:
+        cp = db.get(checkpoint_id)
+        manifest: dict[str, Any] = {}
+        for name, given in entries.items():
+            media_type = schema = None
+            value = given
+            if isinstance(given, ckptdb.Entry):
+                media_type, schema, value = given.media_type, given.schema, given.value
+            data = value.encode() if isinstance(value, str) else bytes(value)
+            digest = hashlib.sha256(data).hexdigest()
+            (self.blobs_dir / digest).write_bytes(data)
+            manifest[name] = {
+                "digest": digest,
+                "size": len(data),
+                "media_type": media_type,
+                "schema": schema,
+            }
+        self.checkpoints[checkpoint_id] = {
+            "namespace": cp.namespace,
+            "parent": cp.parent_id,
+            "generation": cp.generation,
+            "metadata": cp.metadata,
+            "entries": manifest,
+        }
+
+    def commit(self, db: ckptdb.Database, ns: str, entries: dict[str, Any], **kw: Any) -> str:
+        ack = db.commit(ns, entries, **kw)
+        self.record(db, ack.checkpoint_id, entries)
+        return ack.checkpoint_id
+
+
+def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
+    settings = b'{"lr": 0.001, "layers": 12}'
+    for g in range(1, 7):
+        model_gen = g - (g + 1) % 2  # new model bytes on odd generations only
+        rec.commit(
+            db,
+            "alpha",
+            {
+                "state.json": json.dumps({"turn": g, "nodes": list(range(g))}).encode(),
+                "model.bin": payload(f"alpha-model-{model_gen}", 3 * CHUNK + 123),
+                "config/settings.json": settings,
+                "notes/é.txt": ckptdb.Entry(
+                    f"notes of turn {g}\n", media_type="text/plain", schema="notes/v1"
+                ),
+            },
+            metadata={"turn": g, "loss": 1.0 / g, "tags": ["a", str(g)]},
+        )
+    shared_head = payload("beta-head", CHUNK)
+    for g in range(1, 5):
+        rec.commit(
+            db,
+            "beta",
+            {
+                "weights.bin": shared_head + payload(f"beta-tail-{g}", CHUNK + 7 * g),
+                "config/settings.json": settings,
+                "empty": b"",
+                "log.txt": f"beta generation {g}\n" * 20,
+            },
+            metadata={"generation_hint": g},
+        )
+    ns = "gamma/ünï"
+    g1 = rec.commit(db, ns, {"s": b"gamma-1", "blob": payload("gamma-blob", 5000)})
+    g2 = rec.commit(db, ns, {"s": b"gamma-2", "blob": payload("gamma-blob", 5000)})
+    rec.commit(db, ns, {"s": b"gamma-3 (abandoned)", "blob": payload("gamma-3", 70000)})
+    db.set_current(ns, g2, reason="rollback")
+    rec.commit(db, ns, {"s": b"gamma-4 on gamma-2", "blob": payload("gamma-4", 9000)})
+    rec.commit(db, ns, {"s": b"gamma branch on gamma-1"}, base=g1)
+    rec.commit(db, ns, {"s": b"gamma-6", "blob": payload("gamma-blob", 5000)})
+    delta = []
+    for g in range(1, 6):
+        delta.append(
+            rec.commit(
+                db,
+                "delta",
+                {"d": f"delta-{g}".encode(), "big": payload(f"delta-big-{g % 2}", 2 * CHUNK)},
+                metadata={"g": g},
+            )
+        )
+    db.pin(delta[1], "delta-keep", note="survives gc")
+    db.pin(rec_first(rec, "alpha", 3), "release-3")
+    # GC cuts delta's stored lineage: generations 1 and 3 go (2 is pinned).
+    report = db.gc(ckptdb.RetentionPolicy.build(keep_last=2), namespaces=["delta"], grace=0)
+    assert report.checkpoints_deleted == 2, report
+    for cid in (delta[0], delta[2]):
+        rec.checkpoints.pop(cid)
+    db.verify()  # a verify receipt
+    # An orphan staged chunk (a commit that lost its compare-and-swap after staging).
+    with contextlib.suppress(errors.ConflictError):
+        db.commit("alpha", {"orphan.bin": payload("orphan", 9 * CHUNK)}, expect_current=None)
+
+
+def rec_first(rec: Recorder, ns: str, generation: int) -> str:
+    for cid, info in rec.checkpoints.items():
+        if info["namespace"] == ns and info["generation"] == generation:
+            return cid
+    raise KeyError((ns, generation))
+
+
+def _phase_two(db: ckptdb.Database, rec: Recorder) -> None:
+    """The last commits: in the ``wal`` variant they exist only as WAL frames."""
+    head = rec.commit(
+        db,
+        "alpha",
+        {
+            "state.json": b'{"turn": 7}',
+            "model.bin": payload("alpha-model-7", 2 * CHUNK + 5),
+            "config/settings.json": b'{"lr": 0.001, "layers": 12}',
+        },
+        metadata={"turn": 7},
+    )
+    rec.commit(
+        db,
+        "beta",
+        {"weights.bin": payload("beta-head", CHUNK) + payload("beta-tail-5", 100)},
+        metadata={"generation_hint": 5},
+    )
+    rec.commit(db, "epsilon", {"only": b"epsilon-1", "big": payload("eps", CHUNK + 1)})
+    rec.commit(db, "epsilon", {"only": b"epsilon-2", "big": payload("eps", CHUNK + 1)})
+    db.pin(head, "alpha-head")
+
+
+def _free_some_pages(path: Path) -> None:
+    """Delete the orphan chunk as a GC sweep would, without the incremental vacuum that
+    normally follows (a GC interrupted between sweep and reclaim): free pages remain."""
+    conn = apsw.Connection(str(path))
+    try:
+        conn.pragma("foreign_keys", 1)
+        conn.execute(
+            "DELETE FROM chunk WHERE NOT EXISTS"
+            " (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
+        )
+    finally:
+        conn.close()
+
+
+def _lineages(path: Path) -> dict[str, Any]:
+    """CURRENT and the stored lineage of every namespace, as ckptdb sees the pristine."""
+    with ckptdb.open(path, readonly=True) as db:
+        out = {}
+        for info in db.namespaces():
+            out[info.name] = {
+                "current": info.current_id,
+                "fallback": info.fallback_id,
+                "lineage": [c.id for c in db.lineage(info.name)],
+            }
+        return out
+
+
+def _page_map(path: Path, wal: bool) -> dict[int, dict[str, Any]]:
+    """Owner and type of every page: through the WAL or of the main file alone."""
+    uri = "file:" + str(path) + ("" if wal else "?immutable=1")
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        page_count = int(conn.pragma("page_count"))
+        rows = conn.execute("SELECT name, pageno, pagetype, ncell FROM dbstat").fetchall()
+    finally:
+        conn.close()
+    pages: dict[int, dict[str, Any]] = {}
+    for name, pageno, pagetype, ncell in rows:
+        pages[int(pageno)] = {"owner": str(name), "type": str(pagetype), "ncell": ncell}
+    entries_per_map = PAGE // 5
+    ptrmap = set()
+    p = 2
+    while p <= page_count:
+        ptrmap.add(p)
+        p += entries_per_map + 1
+    for pageno in range(1, page_count + 1):
+        if pageno not in pages:
+            pages[pageno] = {
+                "owner": "(ptrmap)" if pageno in ptrmap else "(free)",
+                "type": "ptrmap" if pageno in ptrmap else "free",
+                "ncell": 0,
+            }
+    return pages
+
+
+def _wal_frames(wal_path: Path) -> list[dict[str, Any]]:
+    """Frames of a WAL file: offset, page number, commit marker, validity by salt."""
+    data = wal_path.read_bytes()
+    if len(data) < WAL_HEADER:
+        return []
+    salt = data[16:24]
+    size = struct.unpack(">I", data[8:12])[0]
+    frames = []
+    off = WAL_HEADER
+    index = 0
+    while off + FRAME_HEADER + size <= len(data):
+        pgno, commit = struct.unpack(">II", data[off : off + 8])
+        frames.append(
+            {
+                "index": index,
+                "offset": off,
+                "pgno": pgno,
+                "commit": commit,
+                "current_salt": data[off + 8 : off + 16] == salt,
+            }
+        )
+        off += FRAME_HEADER + size
+        index += 1
+    last_commit = max((f["index"] for f in frames if f["commit"]), default=-1)
+    newest: dict[int, int] = {}
+    for f in frames:
+        if f["index"] <= last_commit:
+            newest[f["pgno"]] = f["index"]
+    for f in frames:
+        f["superseded"] = newest.get(f["pgno"]) != f["index"]
+    return frames
+
+
+def build_pristine(root: Path) -> dict[str, Any]:
+    """Build both variants under ``root``; returns (and writes) the campaign metadata."""
+    root.mkdir(parents=True, exist_ok=True)
+    blobs = root / "blobs"
+    blobs.mkdir(exist_ok=True)
+    meta: dict[str, Any] = {"variants": {}, "chunk_size": CHUNK, "page_size": PAGE}
+    expected: dict[str, Any] | None = None
+    for variant in VARIANTS:
+        work = root / f"build-{variant}"
+        work.mkdir()
+        path = work / DB_NAME
+        rec = Recorder(blobs)
+        with ckptdb.open(path, chunk_size=CHUNK, page_size=PAGE) as db:
+            _phase_one(db, rec)
+        _free_some_pages(path)
+        out = root / variant
+        out.mkdir()
+        if variant == "checkpointed":
+            with ckptdb.open(path) as db:
+                _phase_two(db, rec)
+            assert not os.path.exists(str(path) + "-wal") or os.path.getsize(f"{path}-wal") == 0
+            shutil.copy2(path, out / DB_NAME)
+            main_map = _page_map(out / DB_NAME, wal=False)
+            full_map = main_map
+            frames: list[dict[str, Any]] = []
+        else:
+            holder = apsw.Connection(str(path))
+            holder.execute("BEGIN")
+            holder.execute("SELECT count(*) FROM checkpoint").fetchall()
+            try:
+                with ckptdb.open(path) as db:
+                    _phase_two(db, rec)
+                shutil.copy2(path, out / DB_NAME)
+                shutil.copy2(f"{path}-wal", out / f"{DB_NAME}-wal")
+            finally:
+                holder.execute("COMMIT")
+                holder.close()
+            main_map = _page_map(out / DB_NAME, wal=False)
+            probe = root / "probe-wal"
+            probe.mkdir()
+            shutil.copy2(out / DB_NAME, probe / DB_NAME)
+            shutil.copy2(out / f"{DB_NAME}-wal", probe / f"{DB_NAME}-wal")
+            full_map = _page_map(probe / DB_NAME, wal=True)
+            shutil.rmtree(probe)
+            frames = _wal_frames(out / f"{DB_NAME}-wal")
+            assert frames, "the wal variant has no WAL frames"
+        shutil.rmtree(work)
+        # Sanity: the pristine copy verifies and matches the record.
+        check = root / "sanity"
+        check.mkdir()
+        for name in os.listdir(out):
+            shutil.copy2(out / name, check / name)
+        with ckptdb.open(check / DB_NAME) as db:
+            report = db.verify()
+            assert report.ok, report.problems
+        lineages = _lineages(check / DB_NAME)
+        shutil.rmtree(check)
+        state = {"checkpoints": rec.checkpoints, "namespaces": lineages}
+        if expected is None:
+            expected = state
+        else:
+            assert state == expected, "the two variants hold different content"
+        meta["variants"][variant] = {
+            "files": sorted(os.listdir(out)),
+            "main_pages": {str(k): v for k, v in main_map.items()},
+            "pages": {str(k): v for k, v in full_map.items()},
+            "frames": frames,
+        }
+    assert expected is not None
+    meta["expected"] = expected
+    (root / "meta.json").write_text(json.dumps(meta))
+    return meta
+
+
+# ---------------------------------------------------------------------------------------
+# Cases: resolved to concrete mutations by the parent
+
+
+def _category(info: dict[str, Any]) -> str:
+    owner, kind = info["owner"], info["type"]
+    if owner in ("(free)", "(ptrmap)"):
+        return kind
+    if owner == "sqlite_schema":
+        return "schema"
+    base = "index" if (owner.startswith("sqlite_autoindex") or "_by_" in owner) else owner
+    return f"{base}:{kind}"
+
+
+def _content_offset(page: bytes, pageno: int, info: dict[str, Any], rng: random.Random) -> int:
+    """An offset inside the page, biased to bytes that hold data."""
+    if info["type"] in ("leaf", "internal") and rng.random() < 0.85:
+        head = 100 if pageno == 1 else 0
+        start = struct.unpack(">H", page[head + 5 : head + 7])[0] or PAGE
+        if start < PAGE:
+            return rng.randrange(start, PAGE)
+    if info["type"] == "overflow" and rng.random() < 0.85:
+        return rng.randrange(4, PAGE)
+    return rng.randrange(0, PAGE)
+
+
+class CaseMaker:
+    """Draws cases for one variant from the pristine files and metadata."""
+
+    def __init__(self, root: Path, meta: dict[str, Any], variant: str) -> None:
+        self.root = root
+        self.variant = variant
+        vmeta = meta["variants"][variant]
+        self.main_pages = {int(k): v for k, v in vmeta["main_pages"].items()}
+        self.pages = {int(k): v for k, v in vmeta["pages"].items()}
+        self.frames = vmeta["frames"]
+        self.db_bytes = (root / variant / DB_NAME).read_bytes()
+        wal = root / variant / f"{DB_NAME}-wal"
+        self.wal_bytes = wal.read_bytes() if wal.exists() else b""
+        self.by_category: dict[str, list[int]] = {}
+        for pageno, info in sorted(self.main_pages.items()):
+            self.by_category.setdefault(_category(info), []).append(pageno)
+        self.rows = self._rows()
+
+    def _rows(self) -> dict[str, list[Any]]:
+        """Keys of the rows row-level cases pick from (read from the pristine state)."""
+        tmp = Path(tempfile.mkdtemp(prefix="campaign-rows-"))
+        try:
+            for name in os.listdir(self.root / self.variant):
+                shutil.copy2(self.root / self.variant / name, tmp / name)
+            conn = apsw.Connection(str(tmp / DB_NAME))
+            q = conn.execute
+            out: dict[str, list[Any]] = {
+                "chunk": [r[0] for r in q("SELECT chunk_id FROM chunk ORDER BY chunk_id")],
+                "inline": [
+                    r[0] for r in q("SELECT blob_id FROM blob WHERE chunk_count = 0 AND size > 0")
+                ],
+                "chunked": [r[0] for r in q("SELECT blob_id FROM blob WHERE chunk_count > 1")],
+                "blob": [r[0] for r in q("SELECT blob_id FROM blob ORDER BY blob_id")],
+                "checkpoint": [r[0] for r in q("SELECT seq FROM checkpoint ORDER BY seq")],
+                "entry": [
+                    list(r) for r in q("SELECT checkpoint_seq, name FROM entry ORDER BY 1, 2")
+                ],
+                "pointer": [r[0] for r in q("SELECT namespace_id FROM pointer ORDER BY 1")],
+                "history": [
+                    list(r) for r in q("SELECT namespace_id, revision FROM pointer_history")
+                ],
+                "namespace": [list(r) for r in q("SELECT namespace_id, name FROM namespace")],
+                "receipt": [r[0] for r in q("SELECT receipt_id FROM receipt ORDER BY 1")],
+                "ids": [list(r) for r in q("SELECT seq, id, namespace_id FROM checkpoint")],
+            }
+            conn.close()
+            return out
+        finally:
+            shutil.rmtree(tmp)
+
+    # -- page level -------------------------------------------------------------------
+
+    def _pick_page(self, rng: random.Random) -> int:
+        category = rng.choice(sorted(self.by_category))
+        return rng.choice(self.by_category[category])
+
+    def page_case(self, rng: random.Random) -> dict[str, Any]:
+        pageno = self._pick_page(rng)
+        info = self.main_pages[pageno]
+        page = self.db_bytes[(pageno - 1) * PAGE : pageno * PAGE]
+        base = (pageno - 1) * PAGE
+        style = rng.choices(["flip", "run", "zero", "misdirected"], [6, 2, 1, 1])[0]
+        ops: list[dict[str, Any]] = []
+        if style == "flip":
+            for _ in range(rng.choice([1, 1, 1, 2, 3, 8])):
+                off = _content_offset(page, pageno, info, rng)
+                ops.append(
+                    {"op": "xor", "file": "db", "offset": base + off, "mask": 1 << rng.randrange(8)}
+                )
+        elif style == "run":
+            off = _content_offset(page, pageno, info, rng)
+            n = min(rng.randrange(4, 65), PAGE - off)
+            data = bytes(rng.randrange(256) for _ in range(n))
+            ops.append({"op": "write", "file": "db", "offset": base + off, "hex": data.hex()})
+        elif style == "zero":
+            ops.append({"op": "write", "file": "db", "offset": base, "hex": bytes(PAGE).hex()})
+        else:
+            other = rng.choice([p for p in self.main_pages if p != pageno])
+            src = self.db_bytes[(other - 1) * PAGE : other * PAGE]
+            ops.append({"op": "write", "file": "db", "offset": base, "hex": src.hex()})
+            info = dict(info, misdirected_from=other)
+        return {
+            "kind": f"page_{style}",
+            "target": _category(info),
+            "page": pageno,
+            "ops": ops,
+        }
+
+    def header_case(self, rng: random.Random) -> dict[str, Any]:
+        off = rng.randrange(0, 100)
+        return {
+            "kind": "db_header_flip",
+            "target": "db_header",
+            "ops": [{"op": "xor", "file": "db", "offset": off, "mask": 1 << rng.randrange(8)}],
+        }
+
+    def truncate_case(self, rng: random.Random) -> dict[str, Any]:
+        size = len(self.db_bytes)
+        cut = rng.choice([rng.randrange(1, size // PAGE) * PAGE, rng.randrange(100, size)])
+        return {
+            "kind": "truncate",
+            "target": "db_file",
+            "ops": [{"op": "truncate", "file": "db", "size": cut}],
+        }
+
+    # -- WAL ----------------------------------------------------------------------------
+
+    def wal_case(self, rng: random.Random) -> dict[str, Any]:
+        style = rng.choices(
+            ["wal_header_flip", "wal_frame_header_flip", "wal_payload_flip",
+             "wal_payload_resum", "wal_truncate"],
+            [1, 2, 2, 6, 1],
+        )[0]  # fmt: skip
+        frame = rng.choice(self.frames)
+        owner = self.pages.get(frame["pgno"], {"owner": "?", "type": "?"})
+        target = _category(owner) + (" (superseded frame)" if frame["superseded"] else "")
+        if style == "wal_header_flip":
+            off = rng.randrange(0, WAL_HEADER)
+            ops = [{"op": "xor", "file": "wal", "offset": off, "mask": 1 << rng.randrange(8)}]
+            target = "wal_header"
+        elif style == "wal_frame_header_flip":
+            off = frame["offset"] + rng.randrange(0, FRAME_HEADER)
+            ops = [{"op": "xor", "file": "wal", "offset": off, "mask": 1 << rng.randrange(8)}]
+        elif style == "wal_truncate":
+            ops = [{"op": "truncate", "file": "wal", "size": rng.randrange(0, len(self.wal_bytes))}]
+            target = "wal_tail"
+        else:
+            start = frame["offset"] + FRAME_HEADER
+            page = self.wal_bytes[start : start + PAGE]
+            ops = []
+            for _ in range(rng.choice([1, 1, 2, 4])):
+                off = _content_offset(page, frame["pgno"], owner, rng)
+                ops.append(
+                    {
+                        "op": "xor",
+                        "file": "wal",
+                        "offset": start + off,
+                        "mask": 1 << rng.randrange(8),
+                    }
+                )
+            if style == "wal_payload_resum":
+                ops.append({"op": "wal_resum"})
+        return {
+            "kind": style,
+            "target": target,
+            "frame": frame["index"],
+            "pgno": frame["pgno"],
+            "ops": ops,
+        }
+
+    # -- row level ----------------------------------------------------------------------
+
+    def row_case(self, rng: random.Random) -> dict[str, Any]:
+        r = self.rows
+        hexd = "".join(rng.choice("0123456789abcdef") for _ in range(64))
+        choices: list[tuple[str, list[tuple[str, list[Any]]]]] = []
+
+        def add(kind: str, sql: str, *params: Any) -> None:
+            choices.append((kind, [(sql, list(params))]))
+
+        def add_many(kind: str, *statements: tuple[str, list[Any]]) -> None:
+            choices.append((kind, list(statements)))
+
+        chunk = rng.choice(r["chunk"])
+        add(
+            "chunk_data_flip",
+            "UPDATE chunk_data SET data = ?1 WHERE chunk_id = ?2",
+            {"flip_blob": ["chunk_data", "data", "chunk_id", chunk, rng.randrange(CHUNK)]},
+            chunk,
+        )
+        add("chunk_data_delete", "DELETE FROM chunk_data WHERE chunk_id = ?", chunk)
+        add("chunk_digest", "UPDATE chunk SET digest = ? WHERE chunk_id = ?", hexd, chunk)
+        add(
+            "chunk_size",
+            "UPDATE chunk SET size = size + ? WHERE chunk_id = ?",
+            rng.choice([-1, 1, 7]),
+            chunk,
+        )
+        if r["inline"]:
+            blob = rng.choice(r["inline"])
+            add(
+                "inline_flip",
+                "UPDATE blob SET inline_data = ?1 WHERE blob_id = ?2",
+                {"flip_blob": ["blob", "inline_data", "blob_id", blob, None]},
+                blob,
+            )
+            add(
+                "inline_truncate",
+                "UPDATE blob SET inline_data = substr(inline_data, 1, length(inline_data) - 1)"
+                " WHERE blob_id = ?",
+                blob,
+            )
+        blob = rng.choice(r["blob"])
+        add("blob_digest", "UPDATE blob SET digest = ? WHERE blob_id = ?", hexd, blob)
+        add("blob_size", "UPDATE blob SET size = size + 1 WHERE blob_id = ?", blob)
+        if r["chunked"]:
+            cb = rng.choice(r["chunked"])
+            swap = "UPDATE blob_chunk SET seq = ? WHERE blob_id = ? AND seq = ?"
+            add_many(
+                "chunk_list_swap",
+                (swap, [1_000_000, cb, 0]),
+                (swap, [0, cb, 1]),
+                (swap, [1, cb, 1_000_000]),
+            )
+            add(
+                "chunk_list_retarget",
+                "UPDATE blob_chunk SET chunk_id = ? WHERE blob_id = ? AND seq = 0",
+                rng.choice(r["chunk"]),
+                cb,
+            )
+            add(
+                "chunk_list_drop",
+                "DELETE FROM blob_chunk WHERE blob_id = ?"
+                " AND seq = (SELECT max(seq) FROM blob_chunk WHERE blob_id = ?)",
+                cb,
+                cb,
+            )
+            add(
+                "chunk_list_digest",
+                "UPDATE blob SET chunk_list_digest = ? WHERE blob_id = ?",
+                hexd,
+                cb,
+            )
+            add(
+                "chunk_count", "UPDATE blob SET chunk_count = chunk_count - 1 WHERE blob_id = ?", cb
+            )
+        seq, name = rng.choice(r["entry"])
+        add(
+            "entry_retarget",
+            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
+            rng.choice(r["blob"]),
+            seq,
+            name,
+        )
+        add(
+            "entry_rename",
+            "UPDATE entry SET name = name || 'x' WHERE checkpoint_seq = ? AND name = ?",
+            seq,
+            name,
+        )
+        add("entry_delete", "DELETE FROM entry WHERE checkpoint_seq = ? AND name = ?", seq, name)
+        add(
+            "entry_media_type",
+            "UPDATE entry SET media_type = 'application/x-evil'"
+            " WHERE checkpoint_seq = ? AND name = ?",
+            seq,
+            name,
+        )
+        add(
+            "entry_name_bad_utf8",
+            "UPDATE entry SET name = CAST(CAST(name AS BLOB) || x'ff' AS TEXT)"
+            " WHERE checkpoint_seq = ? AND name = ?",
+            seq,
+            name,
+        )
+        add(
+            "entry_insert",
+            "INSERT OR IGNORE INTO entry (checkpoint_seq, name, blob_id) VALUES (?, 'extra', ?)",
+            seq,
+            rng.choice(r["blob"]),
+        )
+        cseq, cid, nsid = rng.choice(r["ids"])
+        others = [x for x in r["ids"] if x[0] != cseq]
+        oseq, oid, onsid = rng.choice(others)
+        same_ns = [x for x in others if x[2] == nsid] or others
+        add(
+            "manifest_metadata",
+            "UPDATE checkpoint SET metadata = ? WHERE seq = ?",
+            json.dumps({"turn": rng.randrange(99)}, separators=(",", ":")),
+            cseq,
+        )
+        add(
+            "manifest_metadata_not_json",
+            "UPDATE checkpoint SET metadata = '{\"turn\":' WHERE seq = ?",
+            cseq,
+        )
+        add(
+            "manifest_metadata_not_object",
+            "UPDATE checkpoint SET metadata = '[1,2]' WHERE seq = ?",
+            cseq,
+        )
+        add(
+            "manifest_metadata_bad_utf8",
+            "UPDATE checkpoint SET metadata = CAST(CAST(metadata AS BLOB) || x'ff' AS TEXT)"
+            " WHERE seq = ?",
+            cseq,
+        )
+        add(
+            "manifest_parent_same_ns",
+            "UPDATE checkpoint SET parent_id = ? WHERE seq = ?",
+            rng.choice(same_ns)[1],
+            cseq,
+        )
+        add(
+            "manifest_parent_other_ns",
+            "UPDATE checkpoint SET parent_id = ? WHERE seq = ?",
+            oid,
+            cseq,
+        )
+        add(
+            "manifest_parent_random",
+            "UPDATE checkpoint SET parent_id = ? WHERE seq = ?",
+            hexd,
+            cseq,
+        )
+        add("manifest_parent_null", "UPDATE checkpoint SET parent_id = NULL WHERE seq = ?", cseq)
+        add(
+            "manifest_generation",
+            "UPDATE checkpoint SET generation = ? WHERE seq = ?",
+            rng.choice([1, 2, 50]),
+            cseq,
+        )
+        add(
+            "manifest_namespace",
+            "UPDATE checkpoint SET namespace_id = ? WHERE seq = ?",
+            onsid,
+            cseq,
+        )
+        add(
+            "manifest_entry_count",
+            "UPDATE checkpoint SET entry_count = entry_count + 1 WHERE seq = ?",
+            cseq,
+        )
+        add("manifest_id", "UPDATE checkpoint SET id = ? WHERE seq = ?", hexd, cseq)
+        add(
+            "manifest_id_bad_utf8",
+            "UPDATE checkpoint SET id = CAST(substr(CAST(id AS BLOB), 1, 63) || x'e9' AS TEXT)"
+            " WHERE seq = ?",
+            cseq,
+        )
+        add_many(
+            "manifest_swap_ids",
+            ("UPDATE checkpoint SET id = ? WHERE seq = ?", [hexd, cseq]),
+            ("UPDATE checkpoint SET id = ? WHERE seq = ?", [cid, oseq]),
+            ("UPDATE checkpoint SET id = ? WHERE seq = ?", [oid, cseq]),
+        )
+        pns = rng.choice(r["pointer"])
+        add(
+            "pointer_current",
+            "UPDATE pointer SET current_seq = ? WHERE namespace_id = ?",
+            oseq,
+            pns,
+        )
+        add(
+            "pointer_fallback",
+            "UPDATE pointer SET fallback_seq = ? WHERE namespace_id = ?",
+            oseq,
+            pns,
+        )
+        add(
+            "pointer_revision",
+            "UPDATE pointer SET revision = revision + 1 WHERE namespace_id = ?",
+            pns,
+        )
+        add("pointer_digest", "UPDATE pointer SET digest = ? WHERE namespace_id = ?", hexd, pns)
+        add("pointer_delete", "DELETE FROM pointer WHERE namespace_id = ?", pns)
+        hns, hrev = rng.choice(r["history"])
+        add(
+            "history_current",
+            "UPDATE pointer_history SET current_id = ? WHERE namespace_id = ? AND revision = ?",
+            oid,
+            hns,
+            hrev,
+        )
+        add(
+            "history_delete",
+            "DELETE FROM pointer_history WHERE namespace_id = ? AND revision = ?",
+            hns,
+            hrev,
+        )
+        (ns1, name1), (ns2, name2) = rng.sample(r["namespace"], 2)
+        add_many(
+            "namespace_swap_names",
+            ("UPDATE namespace SET name = ? WHERE namespace_id = ?", [hexd, ns1]),
+            ("UPDATE namespace SET name = ? WHERE namespace_id = ?", [name1, ns2]),
+            ("UPDATE namespace SET name = ? WHERE namespace_id = ?", [name2, ns1]),
+        )
+        add(
+            "namespace_bad_utf8",
+            "UPDATE namespace SET name = CAST(CAST(name AS BLOB) || x'c3' AS TEXT)"
+            " WHERE namespace_id = ?",
+            ns1,
+        )
+        if r["receipt"]:
+            add(
+                "receipt_body",
+                "UPDATE receipt SET body = '{\"ok\":true}' WHERE receipt_id = ?",
+                rng.choice(r["receipt"]),
+            )
+        add(
+            "setting_chunk_size",
+            "UPDATE setting SET value = ? WHERE key = 'chunk_size'",
+            rng.choice(["1", "x", "-5", ""]),
+        )
+        kind, statements = rng.choice(choices)
+        return {
+            "kind": f"row_{kind}",
+            "target": kind.split("_")[0],
+            "ops": [{"op": "sql", "statements": statements}],
+        }
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        families = ["page", "header", "truncate", "row"] + (["wal"] if self.frames else [])
+        weights = [10, 1, 0.5, 6] + ([5] if self.frames else [])
+        family = rng.choices(families, weights)[0]
+        return {
+            "page": self.page_case,
+            "header": self.header_case,
+            "truncate": self.truncate_case,
+            "row": self.row_case,
+            "wal": self.wal_case,
+        }[family](rng)
+
+
+def make_cases(root: Path, meta: dict[str, Any], count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` cases, half per variant, reproducible from ``seed``."""
+    rng = random.Random(seed)
+    makers = {v: CaseMaker(root, meta, v) for v in VARIANTS}
+    cases = []
+    for index in range(count):
+        variant = VARIANTS[index % len(VARIANTS)]
+        case = makers[variant].draw(rng)
+        case.update(index=index, variant=variant)
+        cases.append(case)
+    return cases
+
+
+# ---------------------------------------------------------------------------------------
+# Applying a case (in the worker)
+
+
+def _wal_checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_resum(path: Path) -> None:
+    """Recompute the checksum chain of every frame of a WAL (after editing payloads), the
+    way SQLite's writer does, so recovery accepts the edited frames."""
+    data = bytearray(path.read_bytes())
+    magic, _version, size = struct.unpack(">III", data[:12])
+    big = magic & 1 == 1
+    s0, s1 = struct.unpack(">II", data[24:32])
+    off = WAL_HEADER
+    salt = bytes(data[16:24])
+    while off + FRAME_HEADER + size <= len(data):
+        if bytes(data[off + 8 : off + 16]) != salt:
+            break
+        s0, s1 = _wal_checksum(bytes(data[off : off + 8]), s0, s1, big)
+        s0, s1 = _wal_checksum(
+            bytes(data[off + FRAME_HEADER : off + FRAME_HEADER + size]), s0, s1, big
+        )
+        data[off + 16 : off + 24] = struct.pack(">II", s0, s1)
+        off += FRAME_HEADER + size
+    path.write_bytes(bytes(data))
+
+
+def _flip_blob_param(conn: apsw.Connection, spec: list[Any]) -> bytes:
+    table, column, key, rowid, offset = spec
+    (value,) = conn.execute(f"SELECT {column} FROM {table} WHERE {key} = ?", (rowid,)).fetchone()
+    data = bytearray(value)
+    if not data:
+        return b"\x00"
+    pos = (offset if offset is not None else len(data) // 2) % len(data)
+    data[pos] ^= 0x10
+    return bytes(data)
+
+
+def _content_digest(conn: apsw.Connection) -> str:
+    """Digest of every row of every table (to tell a real change from a no-op UPDATE)."""
+    h = hashlib.sha256()
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+    for table in sorted(tables):
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        hexed = ", ".join(f'hex("{c}")' for c in columns)  # text that is not UTF-8, too
+        h.update(table.encode())
+        for row in conn.execute(f'SELECT {hexed} FROM "{table}" ORDER BY 1'):
+            h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+def apply_case(case: dict[str, Any], directory: Path) -> None:
+    db = directory / DB_NAME
+    wal = directory / f"{DB_NAME}-wal"
+    for op in case["ops"]:
+        target = db if op.get("file", "db") == "db" else wal
+        if op["op"] == "xor":
+            with open(target, "r+b") as fh:
+                fh.seek(op["offset"])
+                byte = fh.read(1)
+                fh.seek(op["offset"])
+                fh.write(bytes([byte[0] ^ op["mask"]]))
+        elif op["op"] == "write":
+            with open(target, "r+b") as fh:
+                fh.seek(op["offset"])
+                fh.write(bytes.fromhex(op["hex"]))
+        elif op["op"] == "truncate":
+            os.truncate(target, op["size"])
+        elif op["op"] == "wal_resum":
+            wal_resum(wal)
+        elif op["op"] == "sql":
+            conn = apsw.Connection(str(db))
+            try:
+                # Keep a WAL variant's frames in the WAL (no checkpoint when closing).
+                conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+                before = _content_digest(conn)
+                with conn:
+                    for sql, raw in op["statements"]:
+                        params = [
+                            _flip_blob_param(conn, p["flip_blob"]) if isinstance(p, dict) else p
+                            for p in raw
+                        ]
+                        conn.execute(sql, params).fetchall()
+                # An UPDATE that wrote the value already there changed nothing: not a case.
+                case["rows_changed"] = int(_content_digest(conn) != before)
+            finally:
+                conn.close()
+        else:  # pragma: no cover
+            raise ValueError(op)
+
+
+# ---------------------------------------------------------------------------------------
+# Checking a case (in the worker)
+
+
+class Observer:
+    """Runs every check against one damaged copy; collects observations."""
+
+    def __init__(
+        self, expected: dict[str, Any], blobs: Path, directory: Path, rotation: int = 0
+    ) -> None:
+        #: Which streaming API and which namespace's checkout this case exercises (all of
+        #: them across consecutive cases; one each per case keeps a case fast).
+        self.rotation = rotation
+        self.exp = expected["checkpoints"]
+        self.namespaces = expected["namespaces"]
+        self.blobs = blobs
+        self.dir = directory
+        self.obs: dict[str, Any] = {
+            "open": None,
+            "reads_ok": 0,
+            "reads_refused": 0,
+            "absent": 0,
+            "wrong": [],
+            "wrong_checkpoint": [],
+            "untyped": [],
+            "refusals": Counter(),
+            "fallback": {},
+            "verify": None,
+        }
+        self.intact: dict[str, bool] = {}
+        self.present: dict[str, bool] = {}
+
+    def expected_bytes(self, digest: str) -> bytes:
+        return (self.blobs / digest).read_bytes()
+
+    @contextlib.contextmanager
+    def guard(self, what: str, refused: list[bool] | None = None) -> Iterator[None]:
+        """Typed errors are allowed (counted); anything else is an untyped failure."""
+        try:
+            yield
+        except errors.CkptdbError as exc:
+            if not exc.code or not str(exc):
+                self.obs["untyped"].append(f"{what}: CkptdbError without code/message {exc!r}")
+            self.obs["refusals"][exc.code] += 1
+            if refused is not None:
+                refused.append(True)
+        except Exception as exc:
+            self.untyped(what, exc)
+            if refused is not None:
+                refused.append(True)
+
+    def untyped(self, what: str, exc: BaseException) -> None:
+        """Record an exception that is not a CkptdbError, with where ckptdb raised it."""
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/ckptdb/" in f.filename]
+        where = "?"
+        if frames:
+            f = frames[-1]
+            where = f"ckptdb/{f.filename.rsplit('/ckptdb/', 1)[1]}:{f.lineno} {f.name}"
+        self.obs["untyped"].append(f"{what}: {type(exc).__name__} [{where}]: {exc}"[:500])
+        self.obs.setdefault("untyped_sites", []).append(f"{type(exc).__name__} at {where}")
+
+    def wrong(self, message: str, kind: str = "bytes") -> None:
+        """Record wrong data handed out: ``bytes`` (bytes or a manifest that differ from
+        the record of the checkpoint the handle claims to be) or ``checkpoint`` (a
+        reference, CURRENT, a load or a checkout resolved to a checkpoint that is not of
+        the namespace asked for, or not on its lineage)."""
+        self.obs["wrong" if kind == "bytes" else "wrong_checkpoint"].append(message[:400])
+
+    def run(self) -> dict[str, Any]:
+        path = self.dir / DB_NAME
+        db = None
+        try:
+            db = ckptdb.open(path)
+            self.obs["open"] = "ok"
+        except errors.CkptdbError as exc:
+            self.obs["open"] = f"refused:{exc.code}"
+        except Exception as exc:
+            self.obs["open"] = "untyped"
+            self.untyped("open", exc)
+        if db is None:
+            return self.finish()
+        try:
+            self.check_reads(db)
+            self.check_namespaces(db)
+            self.check_informational(db)
+            self.check_verify(db)
+            self.check_write(db)  # last: it may repair damaged chunks through deduplication
+        finally:
+            with self.guard("close"):
+                db.close()
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        self.obs["refusals"] = dict(self.obs["refusals"])
+        return self.obs
+
+    # -- reads --------------------------------------------------------------------------
+
+    def check_checkpoint(
+        self, cp: ckptdb.Checkpoint, cid: str, where: str, read_bytes: bool = True
+    ) -> bool:
+        """Compare a checkpoint handle with the record. Returns True when every entry read
+        back exactly; wrong bytes or a wrong manifest are recorded. Without ``read_bytes``
+        only the manifest is compared (the bytes were read through another handle)."""
+        exp = self.exp[cid]
+        if cp.id != cid:
+            self.wrong(
+                f"{where}: asked for {cid[:12]}, got a handle for {cp.id[:12]}", kind="checkpoint"
+            )
+            return False
+        if cp.namespace != exp["namespace"] or cp.parent_id != exp["parent"]:
+            self.wrong(f"{where}: manifest of {cid[:12]} differs (namespace/parent)")
+        if cp.generation != exp["generation"]:
+            self.wrong(f"{where}: generation of {cid[:12]} differs")
+        names = set(cp.entries)
+        if names != set(exp["entries"]):
+            self.wrong(f"{where}: entries of {cid[:12]} differ: {sorted(names)}")
+            return False
+        meta_failed: list[bool] = []
+        with self.guard(f"{where}: metadata", meta_failed):
+            if cp.metadata != exp["metadata"]:
+                self.wrong(f"{where}: metadata of {cid[:12]} differs")
+        intact = not meta_failed
+        for name, info in exp["entries"].items():
+            entry = cp.entries[name]
+            if entry.digest != info["digest"] or entry.size != info["size"]:
+                self.wrong(f"{where}: entry info {name!r} of {cid[:12]} differs")
+            if not read_bytes:
+                continue
+            expected = self.expected_bytes(info["digest"])
+            failed: list[bool] = []
+            with self.guard(f"{where}: read {cid[:12]}/{name}", failed):
+                data = cp.read(name)
+                if data != expected:
+                    self.wrong(f"{where}: read {cid[:12]}/{name}: {len(data)} wrong bytes")
+                    failed.append(True)
+            if len(expected) > CHUNK and self.rotation % 2 == 0:
+                got = bytearray()
+                with self.guard(f"{where}: stream {cid[:12]}/{name}", failed):
+                    for piece in cp.iter_bytes(name):
+                        got += piece
+                        if not expected.startswith(got):
+                            self.wrong(f"{where}: stream {cid[:12]}/{name}: wrong piece")
+                            break
+                    else:
+                        if bytes(got) != expected:
+                            self.wrong(f"{where}: stream {cid[:12]}/{name}: short")
+            if len(expected) > CHUNK and self.rotation % 2 == 1:
+                with self.guard(f"{where}: open {cid[:12]}/{name}", failed), cp.open(name) as fh:
+                    head = fh.read(1000)
+                    if not expected.startswith(head):
+                        self.wrong(f"{where}: open {cid[:12]}/{name}: wrong bytes")
+                    rest = fh.read()
+                    if head + rest != expected:
+                        self.wrong(f"{where}: open {cid[:12]}/{name}: wrong bytes")
+            if failed:
+                intact = False
+                self.obs["reads_refused"] += 1
+            else:
+                self.obs["reads_ok"] += 1
+        return intact
+
+    def check_reads(self, db: ckptdb.Database) -> None:
+        for cid in self.exp:
+            cp = None
+            try:
+                cp = db.get(cid)
+            except errors.CheckpointNotFoundError:
+                self.obs["absent"] += 1
+                self.present[cid] = False
+                self.intact[cid] = False
+                continue
+            except errors.CkptdbError as exc:
+                self.obs["refusals"][exc.code] += 1
+                self.obs["reads_refused"] += 1
+            except Exception as exc:
+                self.untyped(f"get {cid[:12]}", exc)
+                self.obs["reads_refused"] += 1
+            self.present[cid] = True
+            self.intact[cid] = cp is not None and self.check_checkpoint(cp, cid, "get")
+
+    # -- namespaces, load, fallback, checkout ---------------------------------------------
+
+    def lineage_from(self, cid: str) -> list[str]:
+        out = []
+        walk: str | None = cid
+        while walk is not None and walk in self.exp and self.present.get(walk, False):
+            out.append(walk)
+            walk = self.exp[walk]["parent"]
+        return out
+
+    def check_namespaces(self, db: ckptdb.Database) -> None:
+        for ns in self.namespaces:
+            with self.guard(f"current {ns}"):
+                cp = db.current(ns)
+                if cp is not None:
+                    if cp.id not in self.exp or self.exp[cp.id]["namespace"] != ns:
+                        self.wrong(
+                            f"current({ns}) returned {cp.id[:12]}, not a checkpoint of {ns}",
+                            kind="checkpoint",
+                        )
+                    else:
+                        self.check_checkpoint(cp, cp.id, f"current({ns})", read_bytes=False)
+            with self.guard(f"load {ns}"):
+                loaded = db.load(ns)
+                if (
+                    loaded.checkpoint.id not in self.exp
+                    or self.exp[loaded.checkpoint.id]["namespace"] != ns
+                ):
+                    self.wrong(
+                        f"load({ns}) returned a checkpoint that is not of {ns}", kind="checkpoint"
+                    )
+                elif not self.check_checkpoint(
+                    loaded.checkpoint, loaded.checkpoint.id, f"load({ns})", read_bytes=False
+                ):
+                    self.wrong(
+                        f"load({ns}) returned {loaded.checkpoint.id[:12]}, which does not read back"
+                    )
+            self.check_fallback(db, ns)
+        names = sorted(self.namespaces)
+        self.check_checkout(db, names[self.rotation % len(names)])
+
+    def check_fallback(self, db: ckptdb.Database, ns: str) -> None:
+        record: dict[str, Any] = {}
+        self.obs["fallback"][ns] = record
+        current: str | None = None
+        with self.guard(f"pointer {ns}"):
+            ptr = db.pointer(ns)
+            current = ptr.current_id if ptr is not None else None
+            if ptr is None:
+                self.obs["lost"] = self.obs.get("lost", 0) + 1
+        trusted = (
+            current is not None and current in self.exp and self.exp[current]["namespace"] == ns
+        )
+        lineage = self.lineage_from(current) if trusted and current else []
+        first_intact = next((c for c in lineage if self.intact.get(c)), None)
+        record["expected"] = first_intact[:12] if first_intact else None
+        try:
+            result = db.load(ns, fallback=True)
+        except errors.NoUsableCheckpointError:
+            record["result"] = "no_usable"
+            if first_intact is not None:
+                record["status"] = "not_newest"
+            return
+        except errors.CkptdbError as exc:
+            record["result"] = f"refused:{exc.code}"
+            if first_intact is not None:
+                record["status"] = "gave_up"
+            return
+        except Exception as exc:
+            self.untyped(f"load {ns} fallback", exc)
+            record["result"] = "untyped"
+            return
+        got = result.checkpoint.id
+        record["result"] = got[:12]
+        if got not in self.exp or self.exp[got]["namespace"] != ns:
+            record["status"] = "wrong"
+            self.wrong(
+                f"fallback({ns}) returned {got[:12]} of another namespace or unknown",
+                kind="checkpoint",
+            )
+            return
+        if not self.check_checkpoint(result.checkpoint, got, f"fallback({ns})"):
+            record["status"] = "inconsistent"
+            self.wrong(f"fallback({ns}) returned {got[:12]}, which does not read back")
+            return
+        if not trusted:
+            return
+        if got not in lineage:
+            record["status"] = "wrong"
+            self.wrong(
+                f"fallback({ns}) returned {got[:12]}, not an ancestor of CURRENT", kind="checkpoint"
+            )
+        elif got != first_intact:
+            assert first_intact is not None
+            if lineage.index(got) > lineage.index(first_intact):
+                record["status"] = "not_newest"
+            else:
+                record["status"] = "inconsistent"
+        elif (result.disposition == "exact") != (got == current):
+            self.wrong(
+                f"fallback({ns}): disposition {result.disposition} for {got[:12]}",
+                kind="checkpoint",
+            )
+
+    def check_checkout(self, db: ckptdb.Database, ns: str) -> None:
+        target = self.dir / "out" / ns.replace("/", "_")
+        target.parent.mkdir(exist_ok=True)
+        with self.guard(f"checkout {ns}"):
+            result = db.checkout(f"{ns}@current", target, fallback=True)
+            cid = result.checkpoint_id
+            if cid not in self.exp or self.exp[cid]["namespace"] != ns:
+                self.wrong(
+                    f"checkout({ns}) wrote {cid[:12]}, not a checkpoint of {ns}", kind="checkpoint"
+                )
+                return
+            written = {
+                str(p.relative_to(target)): p.read_bytes() for p in target.rglob("*") if p.is_file()
+            }
+            want = {
+                n: self.expected_bytes(i["digest"]) for n, i in self.exp[cid]["entries"].items()
+            }
+            if written != want:
+                self.wrong(f"checkout({ns}) wrote files that differ from {cid[:12]}")
+        leftovers = [p for p in target.parent.iterdir() if p.name.startswith(".")]
+        if leftovers:
+            self.wrong(f"checkout({ns}) left {leftovers}")
+
+    def check_informational(self, db: ckptdb.Database) -> None:
+        for ns in self.namespaces:
+            with self.guard(f"lineage {ns}"):
+                db.lineage(ns)
+            with self.guard(f"history {ns}"):
+                db.history(ns)
+            for ref in (f"{ns}@current", f"{ns}@fallback", f"{ns}~1"):
+                with self.guard(f"resolve {ref}"):
+                    got = db.resolve(ref)
+                    if got in self.exp and self.exp[got]["namespace"] != ns:
+                        self.wrong(
+                            f"resolve({ref}) gave {got[:12]} of another namespace",
+                            kind="checkpoint",
+                        )
+        with self.guard("namespaces"):
+            db.namespaces()
+        with self.guard("pins"):
+            db.pins()
+        with self.guard("receipts"):
+            db.receipts()
+        with self.guard("stats"):
+            db.stats()
+
+    def check_write(self, db: ckptdb.Database) -> None:
+        """A commit on the damaged file: it succeeds and reads back, or raises a typed error
+        (never wrong bytes, never a hang). It re-uses the bytes of a recorded chunked entry,
+        so deduplication meets the damaged chunks (ckptdb rewrites a damaged chunk from
+        the caller's verified bytes instead of inheriting it)."""
+        big = max(
+            (i for c in self.exp.values() for i in c["entries"].values()),
+            key=lambda i: (i["size"], i["digest"]),
+        )
+        entries = {
+            "probe.txt": b"written after the damage",
+            "reused.bin": self.expected_bytes(big["digest"]),
+        }
+        with self.guard("write: commit"):
+            ack = db.commit("campaign/probe", entries, metadata={"probe": True})
+            cp = db.get(ack.checkpoint_id)
+            for name, data in entries.items():
+                if cp.read(name) != data:
+                    self.wrong(f"write: {name} read back wrong after a commit on the damage")
+
+    def check_verify(self, db: ckptdb.Database) -> None:
+        try:
+            report = db.verify()
+        except errors.CkptdbError as exc:
+            self.obs["verify"] = f"refused:{exc.code}"
+            return
+        except Exception as exc:
+            self.untyped("verify", exc)
+            self.obs["verify"] = "untyped"
+            return
+        self.obs["verify"] = "ok" if report.ok else "problems"
+        self.obs["verify_codes"] = sorted({p.code for p in report.problems})
+
+
+def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
+    """Outcome labels of one case: exactly one of refused/detected/benign/rolled_back/
+    undetected/silent_loss, plus any failure labels."""
+    labels = []
+    if obs.get("crash"):
+        return ["crash"]
+    if obs.get("hang"):
+        return ["hang"]
+    if obs["wrong"]:
+        labels.append("wrong_bytes")
+    if obs.get("wrong_checkpoint"):
+        labels.append("wrong_checkpoint")
+    if obs["untyped"]:
+        labels.append("untyped")
+    statuses = [f.get("status") for f in obs["fallback"].values()]
+    if "not_newest" in statuses:
+        labels.append("fallback_not_newest")
+    if obs["open"] != "ok" and obs["open"] != "untyped":
+        labels.append("refused")
+    elif obs["verify"] in ("problems", "refused") or str(obs["verify"]).startswith("refused"):
+        labels.append("detected")
+    elif obs["verify"] == "ok":
+        failed_reads = obs["reads_refused"] > 0
+        if failed_reads:
+            labels.append("undetected")
+        elif obs["absent"] or obs.get("lost"):
+            labels.append("rolled_back" if case["kind"] in WAL_LOSS_KINDS else "silent_loss")
+        else:
+            labels.append("benign")
+    return labels
+
+
+def check_case(
+    case: dict[str, Any], root: Path, meta: dict[str, Any], keep: bool = False
+) -> dict[str, Any]:
+    """Copy the pristine variant, apply the case, observe. Runs in a worker."""
+    work = Path(tempfile.mkdtemp(prefix=f"case-{case['index']}-"))
+    try:
+        for name in meta["variants"][case["variant"]]["files"]:
+            shutil.copy2(root / case["variant"] / name, work / name)
+        started = time.monotonic()
+        try:
+            apply_case(case, work)
+        except apsw.Error as exc:
+            return {"not_applied": f"{type(exc).__name__}: {exc}"}
+        obs = Observer(meta["expected"], root / "blobs", work, case["index"]).run()
+        obs["rows_changed"] = case.get("rows_changed")
+        obs["seconds"] = round(time.monotonic() - started, 3)
+        return obs
+    finally:
+        if keep:
+            print(f"case files kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def worker_main(root: Path, batch_file: Path) -> None:
+    """Run the cases of a batch file, one JSON line per result on stdout."""
+    meta = json.loads((root / "meta.json").read_text())
+    cases = json.loads(batch_file.read_text())
+    out = sys.stdout
+    for case in cases:
+        out.write(f"BEGIN {case['index']}\n")
+        out.flush()
+        try:
+            obs = check_case(case, root, meta)
+        except Exception as exc:  # a bug of this harness, never counted as a ckptdb crash
+            obs = {"harness_error": "".join(traceback.format_exception(exc))[-2000:]}
+        out.write("RESULT " + json.dumps({"index": case["index"], "obs": obs}) + "\n")
+        out.flush()
+
+
+# ---------------------------------------------------------------------------------------
+# The parent: batches in subprocesses, crash and hang detection, the summary
+
+
+def _run_batch(
+    root: Path, cases: list[dict[str, Any]], timeout: float
+) -> dict[int, dict[str, Any]]:
+    """Run cases in worker subprocesses, restarting after a crash or a hang."""
+    results: dict[int, dict[str, Any]] = {}
+    todo = list(cases)
+    while todo:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(todo, fh)
+            batch = Path(fh.name)
+        proc = subprocess.Popen(
+            [sys.executable, str(root / "worker.py"), "--worker", str(root), str(batch)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_child_env(),
+        )
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        current: int | None = None
+        stderr_tail: list[str] = []
+        drain = threading.Thread(target=_drain, args=(proc, stderr_tail))
+        drain.start()
+        hung = False
+        pending = b""
+        eof = False
+        while not eof:
+            if not sel.select(timeout):
+                hung = True
+                proc.kill()
+                break
+            data = os.read(fd, 1 << 16)
+            eof = not data
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                line = raw.decode()
+                if line.startswith("BEGIN "):
+                    current = int(line.split()[1])
+                elif line.startswith("RESULT "):
+                    got = json.loads(line[7:])
+                    results[got["index"]] = got["obs"]
+                    current = None
+        proc.wait()
+        drain.join()
+        sel.close()
+        batch.unlink()
+        done = set(results)
+        if current is not None:
+            kind = "hang" if hung else "crash"
+            results[current] = {
+                kind: True,
+                "returncode": proc.returncode,
+                "stderr": stderr_tail[-5:],
+                "wrong": [],
+                "untyped": [],
+                "fallback": {},
+            }
+            done.add(current)
+        elif proc.returncode != 0 and not hung:
+            raise RuntimeError(f"worker failed outside a case: {stderr_tail}")
+        todo = [c for c in todo if c["index"] not in done]
+    return results
+
+
+def _drain(proc: subprocess.Popen[bytes], tail: list[str]) -> None:
+    assert proc.stderr is not None
+    tail.extend(proc.stderr.read().decode(errors="replace").splitlines()[-20:])
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_campaign(
+    *,
+    cases: int,
+    seed: int,
+    workers: int = 2,
+    timeout: float = CASE_TIMEOUT,
+    workdir: Path | None = None,
+    log: Any = None,
+) -> dict[str, Any]:
+    """Build, draw, run and summarize a campaign. Returns the JSON-ready summary."""
+    started = time.monotonic()
+    own_dir = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="ckptdb-campaign-")) if workdir is None else workdir
+    try:
+        # Workers run a snapshot of this file: editing it during a run cannot mix versions.
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(__file__, root / "worker.py")
+        meta = build_pristine(root)
+        drawn = make_cases(root, meta, cases, seed)
+        built = time.monotonic()
+        chunks = [drawn[i::workers] for i in range(workers)]
+        results: dict[int, dict[str, Any]] = {}
+        lock = threading.Lock()
+
+        def run(part: list[dict[str, Any]]) -> None:
+            size = 25
+            for start in range(0, len(part), size):
+                got = _run_batch(root, part[start : start + size], timeout)
+                with lock:
+                    results.update(got)
+                    if log is not None:
+                        print(f"  {len(results)}/{len(drawn)} cases", file=log, flush=True)
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in chunks if c]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        summary = summarize(drawn, results, meta)
+        summary.update(
+            seed=seed,
+            cases_requested=cases,
+            workers=workers,
+            seconds_build=round(built - started, 2),
+            seconds_total=round(time.monotonic() - started, 2),
+            sqlite=apsw.sqlite_lib_version(),
+            ckptdb=ckptdb.__version__,
+        )
+        return summary
+    finally:
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def summarize(
+    cases: list[dict[str, Any]], results: dict[int, dict[str, Any]], meta: dict[str, Any]
+) -> dict[str, Any]:
+    totals: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
+    by_target: dict[str, Counter[str]] = {}
+    failures = []
+    not_applied = 0
+    refusal_codes: Counter[str] = Counter()
+    untyped_kinds: Counter[str] = Counter()
+    reads: Counter[str] = Counter()
+    harness_errors: list[dict[str, Any]] = []
+    fallback_results: Counter[str] = Counter()
+    for case in cases:
+        obs = results[case["index"]]
+        if "harness_error" in obs:
+            harness_errors.append({"index": case["index"], "error": obs["harness_error"]})
+            continue
+        if "not_applied" in obs:
+            not_applied += 1
+            continue
+        if case["kind"].startswith("row_") and obs.get("rows_changed") == 0:
+            not_applied += 1
+            continue
+        labels = classify(case, obs)
+        totals["injected"] += 1
+        for label in labels:
+            totals[label] += 1
+        by_kind.setdefault(case["kind"], Counter()).update([*labels, "injected"])
+        by_target.setdefault(case.get("target", "?"), Counter()).update([*labels, "injected"])
+        refusal_codes.update(obs.get("refusals", {}))
+        reads["ok"] += obs.get("reads_ok", 0)
+        reads["refused"] += obs.get("reads_refused", 0)
+        for f in obs.get("fallback", {}).values():
+            fallback_results[f.get("status") or _fallback_kind(f.get("result"))] += 1
+        for site in set(obs.get("untyped_sites", [])):
+            untyped_kinds[site] += 1
+        if any(label in FAILURES for label in labels):
+            failures.append(
+                {
+                    "index": case["index"],
+                    "variant": case["variant"],
+                    "kind": case["kind"],
+                    "target": case.get("target"),
+                    "labels": labels,
+                    "ops": case["ops"],
+                    "wrong": obs.get("wrong", [])[:5],
+                    "wrong_checkpoint": obs.get("wrong_checkpoint", [])[:5],
+                    "untyped": obs.get("untyped", [])[:5],
+                    "fallback": {
+                        ns: f for ns, f in obs.get("fallback", {}).items() if f.get("status")
+                    },
+                    "verify": obs.get("verify"),
+                }
+            )
+    expected = meta["expected"]
+    pristine = {
+        "checkpoints": len(expected["checkpoints"]),
+        "entries": sum(len(c["entries"]) for c in expected["checkpoints"].values()),
+        "namespaces": len(expected["namespaces"]),
+        "pages": {v: len(m["main_pages"]) for v, m in meta["variants"].items()},
+        "wal_frames": len(meta["variants"]["wal"]["frames"]),
+        "page_categories": dict(
+            Counter(_category(i) for i in meta["variants"]["checkpointed"]["main_pages"].values())
+        ),
+    }
+    counts = {k: totals.get(k, 0) for k in
+              ("injected", "refused", "detected", "benign", "rolled_back", *FAILURES)}  # fmt: skip
+    return {
+        "counts": counts,
+        "not_applied": not_applied,
+        "reads": dict(reads),
+        "fallback_results": dict(fallback_results.most_common()),
+        "refusal_codes": dict(refusal_codes.most_common()),
+        "untyped_exception_types": dict(untyped_kinds.most_common(20)),
+        "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
+        "by_target": {k: dict(v) for k, v in sorted(by_target.items())},
+        "pristine": pristine,
+        "failures": failures,
+        "harness_errors": harness_errors,
+        "ok": all(counts[f] == 0 for f in FAILURES) and not harness_errors,
+    }
+
+
+def _fallback_kind(result: str | None) -> str:
+    """Group load(fallback=True) results: a checkpoint id, or the error."""
+    if result is None or result in ("no_usable", "untyped") or result.startswith("refused"):
+        return str(result)
+    return "returned_newest_intact"
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    c = summary["counts"]
+    print(
+        f"seed {summary['seed']}: {c['injected']} cases injected ({summary['not_applied']} "
+        f"not applicable) in {summary['seconds_total']} s"
+    )
+    print(
+        f"  refused at open {c['refused']}, detected by verify {c['detected']}, benign "
+        f"{c['benign']}, rolled back by SQLite's WAL recovery {c['rolled_back']}"
+    )
+    print("  failures: " + ", ".join(f"{k} {c[k]}" for k in FAILURES))
+    print(f"  reads: {summary['reads']}")
+    print(f"  load(fallback=True) per namespace: {summary['fallback_results']}")
+    if summary["untyped_exception_types"]:
+        print("  untyped exceptions (cases, by type and raising site):")
+        for site, n in summary["untyped_exception_types"].items():
+            print(f"    {n:>4}  {site}")
+    width = max(len(k) for k in summary["by_kind"])
+    print(f"  {'kind':<{width}}  injected refused detected benign rolled_back failing")
+    for kind, row in summary["by_kind"].items():
+        failing = sum(row.get(f, 0) for f in FAILURES)
+        print(
+            f"  {kind:<{width}}  {row.get('injected', 0):>8} {row.get('refused', 0):>7} "
+            f"{row.get('detected', 0):>8} {row.get('benign', 0):>6} "
+            f"{row.get('rolled_back', 0):>11} {failing:>7}"
+        )
+    for f in summary["failures"][:15]:
+        detail = (
+            f["wrong"] or f["wrong_checkpoint"] or f["untyped"] or [json.dumps(f["fallback"])]
+        )[0]
+        print(f"  FAIL case {f['index']} {f['variant']} {f['kind']} {f['labels']}: {detail[:200]}")
+    for h in summary["harness_errors"][:3]:
+        print(f"  HARNESS ERROR in case {h['index']} (a bug of this tool):\n{h['error']}")
+    print("RESULT: " + ("all zero-bars hold" if summary["ok"] else "FAILURES (see above)"))
+
+
+def replay(path: Path, index: int) -> None:
+    """Re-run one case of a saved JSON report in this process, printing every observation."""
+    summary = json.loads(path.read_text())
+    root = Path(tempfile.mkdtemp(prefix="ckptdb-replay-"))
+    try:
+        meta = build_pristine(root)
+        cases = make_cases(root, meta, summary["cases_requested"], summary["seed"])
+        case = cases[index]
+        print(json.dumps({k: v for k, v in case.items() if k != "ops"}, indent=1))
+        print(json.dumps(case["ops"])[:2000])
+        obs = check_case(case, root, meta, keep=True)
+        print(json.dumps(obs, indent=1, default=str))
+        print("labels:", classify(case, obs) if "not_applied" not in obs else obs)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_CASES} cases")
+    parser.add_argument("--cases", type=int, help=f"number of cases (default {FULL_CASES})")
+    parser.add_argument("--seed", type=int, help="RNG seed (default: random, printed)")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--timeout", type=float, default=CASE_TIMEOUT, help="seconds per case")
+    parser.add_argument("--json", dest="json_out", help="write the full summary here")
+    parser.add_argument("--replay", help="a JSON summary written by --json")
+    parser.add_argument("--case", type=int, help="with --replay: the case index")
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker_main(Path(args.worker[0]), Path(args.worker[1]))
+        return 0
+    if args.replay:
+        replay(Path(args.replay), int(args.case or 0))
+        return 0
+    if args.quick and args.timeout == CASE_TIMEOUT:
+        args.timeout = QUICK_TIMEOUT
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    count = args.cases or (QUICK_CASES if args.quick else FULL_CASES)
+    print(f"corruption campaign: seed {seed}, {count} cases, {args.workers} workers", flush=True)
+    summary = run_campaign(
+        cases=count, seed=seed, workers=args.workers, timeout=args.timeout, log=sys.stderr
+    )
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(summary, indent=1))
+    _print_summary(summary)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
