@@ -6,9 +6,37 @@ Plain row types and the SQL that fills them. Nothing here writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from . import canonical, errors, validation
 from .connection import Connection
+
+T = TypeVar("T")
+_N = type(None)
+CHECKPOINT_TYPES: tuple[Any, ...] = (int, str, str, int, (str, _N), int, int, str, int, int)
+ENTRY_TYPES: tuple[Any, ...] = (str, int, str, int, (str, _N), (str, _N), int)
+_POINTER_TYPES: tuple[Any, ...] = (int, str, int, str, (str, _N), int, str, (str, _N), int)
+_HISTORY_TYPES: tuple[Any, ...] = (str, int, str, (str, _N), (str, _N), str, str, int)
+
+
+def check_types(row: tuple[Any, ...], types: tuple[Any, ...], what: str) -> None:
+    """Raise CorruptionError unless every value has its column's type: a damaged record
+    can hold a value of another type (STRICT tables check types on write only), and that
+    must surface as corruption, not as a TypeError far away."""
+    for value, expected in zip(row, types, strict=True):
+        if not isinstance(value, expected):
+            raise errors.CorruptionError(
+                f"{what}: a stored value has the wrong type ({type(value).__name__}); the "
+                "record is damaged. Run `ckptdb verify`.",
+                reason="wrong_type",
+            )
+
+
+def typed(cls: type[T], row: tuple[Any, ...], types: tuple[Any, ...], what: str) -> T:
+    """Build ``cls`` from a row after :func:`check_types`."""
+    check_types(row, types, what)
+    return cls(*row)
+
 
 _CHECKPOINT_COLUMNS = (
     "c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation, c.created_at_ms,"
@@ -52,29 +80,85 @@ class EntryRow:
 
 
 @dataclass(frozen=True)
+class CurrentSummary:
+    """What a commit needs to know about the checkpoint CURRENT names (from its row, not
+    verified: only used where a mismatch is harmless or re-checked through the id)."""
+
+    parent_id: str | None
+    generation: int
+    entry_count: int
+    total_size: int
+    metadata_json: str
+
+
+@dataclass(frozen=True)
 class PointerRow:
-    """The CURRENT pointer of a namespace with what a commit needs to know about it."""
+    """The CURRENT pointer of a namespace, plus a summary of the checkpoint it names."""
 
     namespace_id: int
     namespace: str
     current_seq: int
     current_id: str
-    current_parent_id: str | None
-    current_generation: int
     fallback_id: str | None
     revision: int
     digest: str
     previous_digest: str | None
     updated_at_ms: int
-    current_entry_count: int
-    current_total_size: int
-    current_metadata: str
+    #: None when the row of the current checkpoint is damaged (a value of the wrong type or
+    #: text that is not UTF-8): the pointer itself is still readable, so fallback can work.
+    summary: CurrentSummary | None
+
+    def current_summary(self) -> CurrentSummary:
+        """The summary, or CorruptionError when the current checkpoint's row is damaged."""
+        if self.summary is None:
+            raise errors.CorruptionError(
+                f"namespace {self.namespace!r}: the row of its CURRENT checkpoint "
+                f"{self.current_id[:12]} is damaged. Run `ckptdb verify`, then move CURRENT "
+                "to a verified checkpoint with set_current (load with fallback finds one).",
+                namespace=self.namespace,
+                checkpoint_id=self.current_id,
+                reason="wrong_type",
+            )
+        return self.summary
 
 
+# The current checkpoint's text columns are read as bytes and decoded here, so damage to
+# them spoils only the summary, not the pointer.
 _POINTER_COLUMNS = (
-    "p.namespace_id, n.name, p.current_seq, c.id, c.parent_id, c.generation, f.id, p.revision,"
-    " p.digest, p.previous_digest, p.updated_at_ms, c.entry_count, c.total_size, c.metadata"
+    "p.namespace_id, n.name, p.current_seq, c.id, f.id, p.revision, p.digest,"
+    " p.previous_digest, p.updated_at_ms, CAST(c.parent_id AS BLOB), c.generation,"
+    " c.entry_count, c.total_size, CAST(c.metadata AS BLOB)"
 )
+
+
+def _summary(values: tuple[Any, ...]) -> CurrentSummary | None:
+    parent, generation, entry_count, total_size, metadata = values
+    if not (
+        isinstance(parent, bytes | None)
+        and isinstance(metadata, bytes)
+        and all(isinstance(v, int) for v in (generation, entry_count, total_size))
+    ):
+        return None
+    try:
+        return CurrentSummary(
+            None if parent is None else parent.decode(),
+            generation,
+            entry_count,
+            total_size,
+            metadata.decode(),
+        )
+    except UnicodeDecodeError:
+        return None
+
+
+def _pointer(row: tuple[Any, ...]) -> PointerRow:
+    head = row[: len(_POINTER_TYPES)]
+    check_types(head, _POINTER_TYPES, "pointer row")
+    ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated = head
+    return PointerRow(
+        ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated,
+        _summary(row[len(_POINTER_TYPES) :]),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -90,16 +174,26 @@ class HistoryRow:
     reason: str
     at_ms: int
 
+    def intact(self) -> bool:
+        """True when the row matches its digest (so its ids can be trusted)."""
+        return self.digest == canonical.pointer_digest(
+            self.namespace, self.revision, self.current_id, self.fallback_id, self.previous_digest
+        )
 
-def _checkpoint(row: tuple[object, ...]) -> CheckpointRow:
-    return CheckpointRow(*row)  # type: ignore[arg-type]
+
+def _checkpoint(row: tuple[Any, ...]) -> CheckpointRow:
+    return typed(CheckpointRow, row, CHECKPOINT_TYPES, "checkpoint row")
 
 
-def checkpoint_by_id(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
-    """The checkpoint with this full id."""
+def checkpoint_by_id(
+    conn: Connection, checkpoint_id: str, *, scan: bool = False
+) -> CheckpointRow | None:
+    """The checkpoint with this full id. ``scan`` reads the table instead of the index on
+    ids (slow; for recovery, when a damaged index may hide a row that is there)."""
+    where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
     row = conn.one(
         f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c"
-        " JOIN namespace n ON n.namespace_id = c.namespace_id WHERE c.id = ?",
+        f" JOIN namespace n ON n.namespace_id = c.namespace_id WHERE {where}",
         (checkpoint_id,),
     )
     return None if row is None else _checkpoint(row)
@@ -131,7 +225,7 @@ def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
                 entry=str(r[0]),
                 reason="blob_missing",
             )
-        out.append(EntryRow(*r))
+        out.append(typed(EntryRow, r, ENTRY_TYPES, "entry row"))
     return out
 
 
@@ -173,7 +267,7 @@ def pointer(conn: Connection, namespace: str) -> PointerRow | None:
         " WHERE n.name = ?",
         (namespace,),
     )
-    return None if row is None else PointerRow(*row)
+    return None if row is None else _pointer(row)
 
 
 def all_pointers(conn: Connection) -> list[PointerRow]:
@@ -184,7 +278,7 @@ def all_pointers(conn: Connection) -> list[PointerRow]:
         " JOIN checkpoint c ON c.seq = p.current_seq"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq ORDER BY n.name"
     )
-    return [PointerRow(*r) for r in rows]
+    return [_pointer(r) for r in rows]
 
 
 def checkpoint_counts(conn: Connection) -> dict[int, int]:
@@ -221,13 +315,36 @@ def history(conn: Connection, namespace: str, limit: int | None = None) -> list[
         " WHERE n.name = ? ORDER BY h.revision DESC LIMIT ?",
         (namespace, -1 if limit is None else limit),
     )
-    return [HistoryRow(*r) for r in rows]
+    return [typed(HistoryRow, r, _HISTORY_TYPES, "pointer history row") for r in rows]
 
 
-def setting(conn: Connection, key: str) -> str | None:
-    """A per-file setting."""
-    value = conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
-    return None if value is None else str(value)
+def moves_to(conn: Connection, namespace_id: int, checkpoint_id: str) -> list[HistoryRow]:
+    """The pointer moves of a namespace that made ``checkpoint_id`` CURRENT, newest first."""
+    rows = conn.execute(
+        "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
+        " h.reason, h.at_ms FROM pointer_history h"
+        " JOIN namespace n ON n.namespace_id = h.namespace_id"
+        " WHERE h.namespace_id = ? AND h.current_id = ? ORDER BY h.revision DESC",
+        (namespace_id, checkpoint_id),
+    )
+    return [typed(HistoryRow, r, _HISTORY_TYPES, "pointer history row") for r in rows]
+
+
+def chunk_size(conn: Connection, lowest: int, highest: int) -> int:
+    """The chunk size fixed when the file was created (setting ``chunk_size``)."""
+    stored = conn.scalar("SELECT value FROM setting WHERE key = 'chunk_size'")
+    if not (isinstance(stored, str) and stored.isascii() and stored.isdigit()):
+        size = None
+    else:
+        size = int(stored)
+    if size is None or not lowest <= size <= highest:
+        raise errors.CorruptionError(
+            f"the stored chunk_size setting ({stored!r}) is missing or not a whole number "
+            f"between {lowest} and {highest}; the file is damaged. Restore it from a backup "
+            "or export.",
+            reason="bad_setting",
+        )
+    return size
 
 
 def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:

@@ -58,9 +58,26 @@ def sqlite_version() -> str:
     return str(apsw.sqlite_lib_version())
 
 
-def _translate(exc: apsw.Error, what: str) -> errors.CkptdbError:
+def _translate(exc: BaseException, what: str) -> errors.CkptdbError:
     """Map an apsw exception onto the ckptdb hierarchy (the original is kept as __cause__)."""
     detail = f"{what}: {exc}"
+    if isinstance(exc, UnicodeDecodeError):
+        return errors.CorruptionError(
+            f"{what}: a stored text value is not valid UTF-8 (the record is damaged); run "
+            "`ckptdb verify` and restore from a backup or export",
+            reason="invalid_text",
+        )
+    if isinstance(exc, UnicodeEncodeError):
+        return errors.InvalidInputError(
+            f"{what}: a text argument is not valid Unicode (it holds a lone surrogate, e.g. "
+            "from bytes that are not UTF-8); pass valid text"
+        )
+    if isinstance(exc, MemoryError):
+        return errors.CorruptionError(
+            f"{what}: SQLite ran out of memory reading a record; a damaged record can claim a "
+            "huge size. Run `ckptdb verify`.",
+            reason="out_of_memory",
+        )
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return errors.BusyTimeoutError(
             f"{detail}. Another process held the write lock longer than the busy timeout; "
@@ -111,6 +128,10 @@ class SqlFailure(errors.CkptdbError):
     code = "sql_error"
 
 
+#: What a statement can raise from the driver: apsw's errors, and text that cannot be
+#: decoded (a damaged record) or encoded (a lone surrogate in an argument).
+_DRIVER_ERRORS = (apsw.Error, UnicodeDecodeError, UnicodeEncodeError, MemoryError)
+
 _READ_ACTIONS = frozenset(
     {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
 )
@@ -129,6 +150,15 @@ _READ_PRAGMAS_WITH_ARG = frozenset(
         "quick_check", "table_info", "table_xinfo",
     }
 )  # fmt: skip
+
+
+def _close_blob(blob: apsw.Blob) -> None:
+    """Close a blob handle on a path where its read already failed: the close repeats that
+    error, which is reported (translated) by the caller."""
+    try:
+        blob.close()
+    except apsw.Error:
+        return
 
 
 def _force_close(raw: apsw.Connection) -> None:
@@ -230,7 +260,7 @@ class Connection:
         """Run one statement and return all its rows."""
         try:
             return self._raw.execute(sql, params).fetchall()
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, "SQLite") from exc
 
     def execute_script(self, sql: str) -> None:
@@ -238,7 +268,7 @@ class Connection:
         try:
             for _ in self._raw.execute(sql):
                 pass
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, "SQLite") from exc
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
@@ -248,7 +278,7 @@ class Connection:
         try:
             for _ in self._raw.executemany(sql, rows):
                 pass
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, "SQLite") from exc
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -256,7 +286,7 @@ class Connection:
         try:
             for row in self._raw.execute(sql, params):
                 return tuple(row)
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, "SQLite") from exc
         return None
 
@@ -271,7 +301,7 @@ class Connection:
         try:
             try:
                 yield from cursor.execute(sql, params)
-            except apsw.Error as exc:
+            except _DRIVER_ERRORS as exc:
                 raise _translate(exc, "SQLite") from exc
         finally:
             cursor.close()
@@ -287,7 +317,7 @@ class Connection:
                 names = []
             rows = cursor.fetchall() if names else []
             return names, rows
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, "SQL") from exc
         finally:
             cursor.close()
@@ -300,7 +330,7 @@ class Connection:
                 blob.write(data)
             finally:
                 blob.close()
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, f"writing {table}.{column}") from exc
 
     def read_blob_into(self, table: str, column: str, rowid: int, buffer: bytearray) -> int | None:
@@ -310,18 +340,21 @@ class Connection:
             blob = self._raw.blob_open("main", table, column, rowid, False)
         except apsw.SQLError:
             return None  # no such row
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, f"reading {table}.{column}") from exc
         try:
             length = int(blob.length())
             if len(buffer) < length:
                 buffer.extend(bytes(length - len(buffer)))
             blob.read_into(buffer, 0, length)
-            return length
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
+            _close_blob(blob)
             raise _translate(exc, f"reading {table}.{column}") from exc
-        finally:
+        try:
             blob.close()
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        return length
 
     def query_readonly(self, sql: str, params: Params = ()) -> tuple[list[str], list[Row]]:
         """Run an operator's query with an authorizer that allows reading only.
@@ -346,6 +379,11 @@ class Connection:
             self._raw.set_authorizer(authorize)
             try:
                 return self.query(sql, params)
+            except SqlFailure as exc:
+                raise errors.InvalidQueryError(
+                    f"{exc} Check the query (one read-only statement: SELECT, WITH or a "
+                    "read-only PRAGMA); schema/README.md lists the tables and views."
+                ) from exc
             finally:
                 self._raw.set_authorizer(None)
 
@@ -361,7 +399,7 @@ class Connection:
         """Read (value None) or set one pragma; returns the first column of its result."""
         try:
             return self._raw.pragma(name, value) if value is not None else self._raw.pragma(name)
-        except apsw.Error as exc:
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc, f"PRAGMA {name}") from exc
 
     # -- transactions -------------------------------------------------------------------

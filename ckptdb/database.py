@@ -16,7 +16,7 @@ from typing import IO, Any, Literal
 from . import blobs, catalog, errors, files, gc, migrate, models, pins, stats, transfer, validation
 from . import checkout as checkout_module
 from .blobs import BlobStore, Entry, PreparedEntry
-from .checkpoint import Checkpoint, checkpoint_info
+from .checkpoint import Checkpoint
 from .connection import (
     APPLICATION_ID,
     DEFAULT_BUSY_TIMEOUT,
@@ -32,7 +32,7 @@ from .extension import Session
 from .fallback import LoadResult, Validator, load_with_fallback
 from .publish import UNSET, CommitPlan, _Unset, build_ack, confirm, move_pointer, publish
 from .receipts import list_receipts, store_receipt
-from .retention import RetentionPolicy, parse_duration
+from .retention import RetentionPolicy, duration_seconds
 from .verify import verify_database
 
 MigrateMode = Literal["auto", "never", "check"]
@@ -162,14 +162,27 @@ class Database:
             raise errors.InvalidInputError(
                 f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
             )
+        if not isinstance(path, str):
+            raise errors.InvalidInputError(
+                f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
+            )
+        if validation.has_surrogate(path):
+            raise errors.InvalidInputError(
+                f"the database path {path!r} holds bytes that are not UTF-8; SQLite names "
+                "files in UTF-8. Rename the file or directory, or choose another path."
+            )
         if chunk_size is not None and not (
-            blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
+            isinstance(chunk_size, int)
+            and blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
         ):
             raise errors.InvalidInputError(
                 f"chunk_size must be between {blobs.MIN_CHUNK_SIZE} and {blobs.MAX_CHUNK_SIZE}"
             )
         if page_size is not None and (
-            page_size < 4096 or page_size > 65536 or page_size & (page_size - 1)
+            not isinstance(page_size, int)
+            or page_size < 4096
+            or page_size > 65536
+            or page_size & (page_size - 1)
         ):
             raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
 
@@ -235,8 +248,11 @@ class Database:
                         "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)",
                         (str(size),),
                     )
-            stored = catalog.setting(conn, "chunk_size") if not pending else None
-            effective_chunk = int(stored) if stored else blobs.DEFAULT_CHUNK_SIZE
+            effective_chunk = (
+                blobs.DEFAULT_CHUNK_SIZE
+                if pending
+                else catalog.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+            )
         except BaseException:
             conn.abandon()
             raise
@@ -423,11 +439,12 @@ class Database:
                 checkpoint_id=plan.attempted_id,
             ) from failure
         assert ptr is not None
+        summary = ptr.current_summary()
         return build_ack(
             plan,
             ptr.current_id,
-            ptr.current_parent_id,
-            ptr.current_generation,
+            summary.parent_id,
+            summary.generation,
             ptr.revision,
             created=True,
             stored=0,
@@ -491,7 +508,15 @@ class Database:
                 return None
             catalog.check_pointer(ptr)
             row = catalog.checkpoint_by_id(conn, ptr.current_id)
-            assert row is not None  # the foreign key guarantees it
+            if row is None:  # the pointer joined it by seq: the index on ids is damaged
+                raise errors.CorruptionError(
+                    f"CURRENT of {ns!r} names {ptr.current_id[:12]}, which cannot be found by "
+                    "its id (a damaged index). Run `ckptdb verify`; load with fallback=True "
+                    "still finds it or an intact ancestor.",
+                    namespace=ns,
+                    checkpoint_id=ptr.current_id,
+                    reason="current_missing",
+                )
             return self._handle(conn, row)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
@@ -528,13 +553,45 @@ class Database:
         """CURRENT and its stored ancestors, newest first, following parent links."""
         ns = validation.namespace(namespace)
         with self._use() as conn, conn.read_transaction():
-            ptr = catalog.pointer(conn, ns)
-            if ptr is None:
-                return []
-            out = []
-            for row in catalog.lineage(conn, ptr.current_id, limit):
-                out.append(checkpoint_info(row, catalog.entries_of(conn, row.seq)))
-            return out
+            return [cp.info for cp in self._lineage(conn, ns, limit)]
+
+    def _lineage(self, conn: Connection, ns: str, limit: int | None) -> list[Checkpoint]:
+        """CURRENT and its stored ancestors, each manifest checked against its id, so every
+        parent link followed is one an id vouches for. Damage anywhere along the way raises
+        CorruptionError rather than ending the lineage early or leaving the namespace."""
+        ptr = catalog.pointer(conn, ns)
+        if ptr is None:
+            return []
+        catalog.check_pointer(ptr)
+        out: list[Checkpoint] = []
+        for row in catalog.lineage(conn, ptr.current_id, limit):
+            cp = self._handle(conn, row)
+            if cp.namespace != ns:
+                raise errors.CorruptionError(
+                    f"the lineage of {ns!r} reaches {cp.id[:12]} of namespace "
+                    f"{cp.namespace!r}; a stored link is damaged. Run `ckptdb verify`.",
+                    checkpoint_id=cp.id,
+                    reason="wrong_namespace",
+                )
+            out.append(cp)
+        if not out:
+            raise errors.CorruptionError(
+                f"CURRENT of {ns!r} names {ptr.current_id[:12]}, which cannot be read; run "
+                "`ckptdb verify`",
+                checkpoint_id=ptr.current_id,
+                reason="current_missing",
+            )
+        last = out[-1].parent_id
+        cut_short = limit is None or len(out) < limit
+        # Stored, yet not reached: the walk stopped at a damaged row.
+        if cut_short and last is not None and catalog.checkpoint_by_id(conn, last) is not None:
+            raise errors.CorruptionError(
+                f"the lineage of {ns!r} stops at {out[-1].id[:12]} although its parent "
+                f"{last[:12]} is stored; the parent's row is damaged. Run `ckptdb verify`.",
+                checkpoint_id=last,
+                reason="lineage_broken",
+            )
+        return out
 
     def namespaces(self) -> list[models.NamespaceInfo]:
         """Every namespace that has a CURRENT pointer, by name."""
@@ -545,7 +602,7 @@ class Database:
                     name=p.namespace,
                     current_id=p.current_id,
                     fallback_id=p.fallback_id,
-                    generation=p.current_generation,
+                    generation=p.current_summary().generation,
                     revision=p.revision,
                     checkpoint_count=counts.get(p.namespace_id, 0),
                     updated_at=models.from_ms(p.updated_at_ms),
@@ -568,6 +625,7 @@ class Database:
                     ptr = catalog.pointer(conn, ns)
                     if ptr is None:
                         raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
+                    catalog.check_pointer(ptr)  # both ids are sealed by the pointer digest
                     target = ptr.current_id if suffix == "@current" else ptr.fallback_id
                     if target is None:
                         raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
@@ -576,10 +634,9 @@ class Database:
             if sep and head and tail.isdigit():
                 ns = validation.namespace(head)
                 back = int(tail)
-                ptr = catalog.pointer(conn, ns)
-                if ptr is None:
+                if catalog.pointer(conn, ns) is None:
                     raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
-                walk = catalog.lineage(conn, ptr.current_id, back + 1)
+                walk = self._lineage(conn, ns, back + 1)
                 if len(walk) <= back:
                     raise errors.CheckpointNotFoundError(
                         f"{ref}: the stored lineage of {ns!r} is only {len(walk)} deep"
@@ -815,8 +872,9 @@ class Database:
                         at_ms=_now_ms(),
                     )
             if not self._pending:
-                stored = catalog.setting(conn, "chunk_size")
-                self._chunk_size = int(stored) if stored else self._chunk_size
+                self._chunk_size = catalog.chunk_size(
+                    conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE
+                )
                 self._blobs = BlobStore(conn, self._chunk_size)
         return models.MigrationResult(
             path=self._path,
@@ -947,9 +1005,7 @@ class Database:
             raise errors.InvalidInputError("keep_history must be a positive number of moves")
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy or None")
-        grace_seconds = float(parse_duration(grace) if isinstance(grace, str) else grace)
-        if grace_seconds < 0:
-            raise errors.InvalidInputError("grace cannot be negative")
+        grace_seconds = duration_seconds(grace)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
         with self._use(write=True) as conn:
             return gc.run(

@@ -81,6 +81,12 @@ class InvalidReferenceError(InvalidInputError):
     code = "invalid_reference"
 
 
+class InvalidQueryError(InvalidInputError):
+    """A read-only SQL query given to ``query`` / ``ckptdb sql`` is not valid SQL."""
+
+    code = "invalid_query"
+
+
 class UnsafePathError(InvalidInputError):
     """A filesystem path would follow a symlink or escape its target directory."""
 

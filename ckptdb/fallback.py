@@ -32,11 +32,71 @@ class LoadResult:
         return self.disposition == "degraded_fallback"
 
 
-def _verified(db: Database, conn: Connection, row: catalog.CheckpointRow) -> Checkpoint:
+def _row(conn: Connection, checkpoint_id: str) -> catalog.CheckpointRow | None:
+    """The stored row of a checkpoint, or None when no row has that id. When the lookup
+    through the index on ids fails or finds nothing (collected by GC -- or hidden by a
+    damaged index), the table itself is searched."""
+    try:
+        with conn.read_transaction():
+            row = catalog.checkpoint_by_id(conn, checkpoint_id)
+    except errors.CorruptionError:
+        row = None  # a damaged index page; the table may still hold the row intact
+    if row is None:
+        with conn.read_transaction():
+            row = catalog.checkpoint_by_id(conn, checkpoint_id, scan=True)
+    return row
+
+
+def _manifest(
+    db: Database, conn: Connection, namespace: str, row: catalog.CheckpointRow
+) -> Checkpoint:
+    """The checkpoint with its manifest checked against its id. Raises CorruptionError for
+    a damaged manifest, and for a checkpoint of another namespace (reached only through
+    damage)."""
     with conn.read_transaction():
         cp = Checkpoint(db, row, catalog.entries_of(conn, row.seq))
-    cp.verify()
+    if cp.namespace != namespace:
+        raise errors.CorruptionError(
+            f"checkpoint {row.id[:12]} was reached from namespace {namespace!r} but belongs "
+            f"to {cp.namespace!r}; a stored link is damaged",
+            checkpoint_id=row.id,
+            reason="wrong_namespace",
+        )
     return cp
+
+
+def _parent_of_damaged(
+    db: Database,
+    conn: Connection,
+    ptr: catalog.PointerRow,
+    checkpoint_id: str,
+    row: catalog.CheckpointRow | None,
+) -> str | None:
+    """The next candidate after a checkpoint whose manifest (and so its parent link) cannot
+    be trusted.
+
+    Its stored parent link is taken when the parent it names is an intact checkpoint of the
+    namespace exactly one generation older (damage would have to forge both fields to pass).
+    Otherwise: what CURRENT named before this checkpoint became CURRENT, from records whose
+    digest proves them intact (the pointer, then the pointer history) -- its parent for any
+    ordinary commit. None when neither says.
+    """
+    if row is not None and row.parent_id is not None:
+        try:
+            parent = _row(conn, row.parent_id)
+            if parent is not None:
+                verified = _manifest(db, conn, ptr.namespace, parent)
+                if verified.generation == row.generation - 1:
+                    return verified.id
+        except errors.CorruptionError:
+            pass  # the link is not usable; the sealed records below decide
+    if checkpoint_id == ptr.current_id:
+        return ptr.fallback_id  # covered by the pointer digest, checked by the caller
+    try:
+        moves = catalog.moves_to(conn, ptr.namespace_id, checkpoint_id)
+    except errors.CorruptionError:
+        return None  # a damaged history row: no trusted record (the walk ends here)
+    return next((m.fallback_id for m in moves if m.intact()), None)
 
 
 def _validate(cp: Checkpoint, validator: Validator | None) -> None:
@@ -90,14 +150,28 @@ def load_with_fallback(
     requested = start_id or ptr.current_id
     rejected: list[models.Rejection] = []
     next_id: str | None = requested
-    last_generation: int | None = None
+    seen: set[str] = set()
     selected: Checkpoint | None = None
-    while next_id is not None:
-        row = catalog.checkpoint_by_id(conn, next_id)
-        if row is None or (last_generation is not None and row.generation >= last_generation):
-            break  # the stored lineage ends here (older ancestors were garbage-collected)
+    # Parent links are followed only out of a manifest that hashed to its id; past a
+    # damaged manifest the walk continues from what CURRENT named before it (digest-sealed
+    # pointer records), so damage can neither skip an intact ancestor nor leave the
+    # namespace.
+    while next_id is not None and next_id not in seen:
+        seen.add(next_id)
+        row: catalog.CheckpointRow | None = None
+        cp: Checkpoint | None = None
         try:
-            cp = _verified(db, conn, row)
+            row = _row(conn, next_id)
+            if row is None:
+                if next_id != ptr.current_id:
+                    break  # the stored lineage ends here (older ancestors were collected)
+                raise errors.CorruptionError(
+                    f"CURRENT of {namespace!r} names {next_id[:12]}, which cannot be read",
+                    checkpoint_id=next_id,
+                    reason="current_missing",
+                )
+            cp = _manifest(db, conn, namespace, row)
+            cp.verify()
             _validate(cp, validator)
         except (
             errors.CorruptionError,
@@ -106,8 +180,10 @@ def load_with_fallback(
         ) as exc:
             if not fallback:
                 raise
-            rejected.append(_rejection(row.id, exc))
-            next_id, last_generation = row.parent_id, row.generation
+            rejected.append(_rejection(next_id, exc))
+            next_id = (
+                cp.parent_id if cp is not None else _parent_of_damaged(db, conn, ptr, next_id, row)
+            )
             continue
         selected = cp
         break

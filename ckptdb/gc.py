@@ -303,19 +303,34 @@ def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
                 return
 
 
-def trim_history(conn: Connection, namespace_ids: list[int], moves: int) -> int:
-    """Delete pointer moves older than the newest ``moves`` of each namespace; returns rows
-    deleted. The digest chain of what remains still verifies."""
+def trim_history(
+    conn: Connection, namespace_ids: list[int], moves: int
+) -> tuple[int, dict[str, int]]:
+    """Delete pointer moves older than the newest ``moves`` of each namespace. Returns the
+    rows deleted and, per namespace trimmed, the first revision kept -- recorded in the GC
+    receipt so that verify can tell this trimming from a truncated history."""
     trimmed = 0
+    floors: dict[str, int] = {}
     for namespace_id in namespace_ids:
         with conn.write_transaction():
-            conn.execute(
-                "DELETE FROM pointer_history WHERE namespace_id = ? AND revision <="
-                " (SELECT max(revision) FROM pointer_history WHERE namespace_id = ?) - ?",
-                (namespace_id, namespace_id, moves),
+            newest = conn.scalar(
+                "SELECT max(revision) FROM pointer_history WHERE namespace_id = ?",
+                (namespace_id,),
             )
-            trimmed += conn.changes()
-    return trimmed
+            if newest is None or int(newest) <= moves:
+                continue
+            floor = int(newest) - moves + 1
+            conn.execute(
+                "DELETE FROM pointer_history WHERE namespace_id = ? AND revision < ?",
+                (namespace_id, floor),
+            )
+            if conn.changes():
+                trimmed += conn.changes()
+                name = conn.scalar(
+                    "SELECT name FROM namespace WHERE namespace_id = ?", (namespace_id,)
+                )
+                floors[str(name)] = floor
+    return trimmed, floors
 
 
 def reclaim(conn: Connection) -> int:
@@ -379,6 +394,7 @@ def run(
         if dry_run:
             swept = estimate(conn, marked.doomed, cutoff_ms)
     pages = trimmed = 0
+    floors: dict[str, int] = {}
     if not dry_run:
         swept = Sweep()
         total = len(marked.doomed)
@@ -388,7 +404,7 @@ def run(
                 progress(min(start + SWEEP_BATCH, total), total)
         sweep_orphan_chunks(conn, cutoff_ms, swept)
         if keep_history is not None:
-            trimmed = trim_history(conn, marked.namespace_ids, keep_history)
+            trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
         pages = reclaim(conn)
     body: dict[str, Any] = {
         "policy": None if policy is None else json.loads(policy.model_dump_json()),
@@ -411,7 +427,7 @@ def run(
             receipt_id = store_receipt(
                 conn,
                 "gc",
-                {**body, **receipt_ids(swept.deleted_ids)},
+                {**body, **receipt_ids(swept.deleted_ids), "history_floor": floors},
                 namespace=None,
                 checkpoint_id=None,
                 at_ms=now_ms,

@@ -7,10 +7,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .errors import CorruptionError
+
 
 def from_ms(ms: int) -> datetime:
     """A UTC datetime from integer milliseconds since the epoch."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, OSError) as exc:
+        raise CorruptionError(
+            f"a stored time ({ms!r}) is not a valid time; the record is damaged",
+            reason="wrong_type",
+        ) from exc
 
 
 class _Model(BaseModel):

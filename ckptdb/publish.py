@@ -112,25 +112,26 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                 f"base {plan.base[:12]} belongs to namespace {base.namespace!r}, not {ns!r}"
             )
 
-    if ptr is not None:
+    summary = ptr.summary if ptr is not None else None
+    if ptr is not None and summary is not None:
         # Idempotence: CURRENT already holds exactly this content on top of the parent this
         # commit asks for (a retry of a commit that landed, or an unchanged state).
         if base is not None:
             expected_parent: str | None = base.id
         elif isinstance(plan.expect_current, _Unset):
-            expected_parent = ptr.current_parent_id
+            expected_parent = summary.parent_id
         else:
             expected_parent = plan.expect_current
         # Cheap checks first: only a CURRENT with the same metadata, entry count and size
         # can hold the same content, and only then is its id worth recomputing.
         if (
-            ptr.current_parent_id == expected_parent
-            and ptr.current_metadata == plan.metadata_json
-            and ptr.current_entry_count == len(plan.entries)
-            and ptr.current_total_size == total_size
+            summary.parent_id == expected_parent
+            and summary.metadata_json == plan.metadata_json
+            and summary.entry_count == len(plan.entries)
+            and summary.total_size == total_size
         ):
             same = canonical.checkpoint_id(
-                ns, ptr.current_parent_id, ptr.current_generation, entries_json, plan.metadata_json
+                ns, summary.parent_id, summary.generation, entries_json, plan.metadata_json
             )
             if same == ptr.current_id:
                 plan.attempted_id = same
@@ -140,8 +141,8 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
                 ack = build_ack(
                     plan,
                     same,
-                    ptr.current_parent_id,
-                    ptr.current_generation,
+                    summary.parent_id,
+                    summary.generation,
                     ptr.revision,
                     False,
                     stored,
@@ -166,7 +167,7 @@ def publish(conn: Connection, blobs: BlobStore, plan: CommitPlan, now_ms: int) -
         generation = base.generation + 1
     else:
         parent_id = current_id
-        generation = ptr.current_generation + 1 if ptr is not None else 1
+        generation = ptr.current_summary().generation + 1 if ptr is not None else 1
     checkpoint_id = canonical.checkpoint_id(
         ns, parent_id, generation, entries_json, plan.metadata_json
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import canonical, models
+from . import canonical, catalog, errors, models
 from .connection import Connection
 
 
@@ -57,15 +57,32 @@ def list_receipts(
         " WHERE ?1 IS NULL OR kind = ?1 ORDER BY receipt_id DESC LIMIT ?2",
         (kind, -1 if limit is None else limit),
     )
-    return [
-        models.Receipt(
-            receipt_id=r[0],
-            kind=r[1],
-            namespace=r[2],
-            checkpoint_id=r[3],
-            at=models.from_ms(r[4]),
-            body=json.loads(r[5]),
-            digest=r[6],
+    return [_receipt(r) for r in rows]
+
+
+_N = type(None)
+_RECEIPT_TYPES: tuple[Any, ...] = (int, str, (str, _N), (str, _N), int, str, str)
+
+
+def _receipt(row: tuple[Any, ...]) -> models.Receipt:
+    catalog.check_types(row, _RECEIPT_TYPES, f"receipt {row[0]}")
+    try:
+        body = json.loads(row[5])
+    except (ValueError, RecursionError):
+        body = None
+    if not isinstance(body, dict):
+        raise errors.CorruptionError(
+            f"receipt {row[0]}: its stored body is not a JSON object (the row is damaged); "
+            "`ckptdb verify` reports it. List fewer receipts (--limit) or other kinds to "
+            "read the others.",
+            reason="receipt_damaged",
         )
-        for r in rows
-    ]
+    return models.Receipt(
+        receipt_id=row[0],
+        kind=row[1],
+        namespace=row[2],
+        checkpoint_id=row[3],
+        at=models.from_ms(row[4]),
+        body=body,
+        digest=row[6],
+    )

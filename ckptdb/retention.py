@@ -20,6 +20,7 @@ Value rules look at every stored checkpoint of the namespace:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from . import errors
+from . import errors, validation
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+)([smhdw])")
@@ -35,22 +36,47 @@ HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 
 
-def parse_duration(value: str | int | float) -> int:
-    """Seconds in a duration such as ``"7d"``, ``"1d12h"``, ``"90m"`` (or a number of seconds)."""
-    if isinstance(value, bool):
-        raise errors.InvalidInputError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise errors.InvalidInputError(f"a duration cannot be negative: {value!r}")
-        return int(value)
-    text = value.strip().lower()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+#: The longest duration accepted (about 100 years): anything longer is a mistake, and
+#: bounding it keeps millisecond arithmetic exact.
+MAX_DURATION_SECONDS = 100 * 365 * 86400
+
+
+def duration_seconds(value: str | int | float) -> float:
+    """Seconds in a duration: a number of seconds, or text such as ``"7d"``, ``"1d12h"``,
+    ``"90m"``. InvalidInputError unless it is finite, not negative and at most
+    :data:`MAX_DURATION_SECONDS`."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise errors.InvalidInputError(
-            f"not a duration: {value!r}; use a number with a unit s, m, h, d or w, e.g. '7d', "
-            "'36h', '1d12h'"
+            f"not a duration: {value!r}; give seconds or text such as '7d'"
         )
-    return sum(int(n) * _UNITS[u] for n, u in parts)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise errors.InvalidInputError(
+                f"not a duration: {value!r}; use a number with a unit s, m, h, d or w, e.g. "
+                "'7d', '36h', '1d12h'"
+            )
+        seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
+    elif isinstance(value, int):
+        # Compared as an int first: a huge int does not fit a float.
+        seconds = float(max(-1, min(value, MAX_DURATION_SECONDS + 1)))
+    else:
+        if math.isnan(value):
+            raise errors.InvalidInputError(f"not a duration: {value!r}")
+        seconds = value
+    if seconds < 0:
+        raise errors.InvalidInputError(f"a duration cannot be negative: {str(value)[:40]}")
+    if seconds > MAX_DURATION_SECONDS:
+        raise errors.InvalidInputError(
+            f"duration {str(value)[:40]} is longer than {MAX_DURATION_SECONDS} seconds (100 years)"
+        )
+    return seconds
+
+
+def parse_duration(value: str | int | float) -> int:
+    """Whole seconds in a duration (see :func:`duration_seconds`)."""
+    return int(duration_seconds(value))
 
 
 class KeepBest(BaseModel):
@@ -82,6 +108,18 @@ class RetentionPolicy(BaseModel):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value)
+
+    @field_validator("keep_matching", mode="before")
+    @classmethod
+    def _matching(cls, value: Any) -> Any:
+        # The same rules as metadata (finite numbers, str keys, bounded nesting): a rule
+        # matches metadata, and it is stored as JSON.
+        if value is not None:
+            try:
+                validation.metadata(value)
+            except errors.InvalidMetadataError as exc:
+                raise ValueError(f"keep_matching: {exc.message}") from exc
+        return value
 
     @classmethod
     def build(cls, **rules: Any) -> RetentionPolicy:

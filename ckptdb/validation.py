@@ -151,7 +151,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     if depth > 64:
         raise errors.InvalidMetadataError(f"metadata nests deeper than 64 levels at {path}")
     if value is None or isinstance(value, bool | int | str):
-        if isinstance(value, str) and _has_surrogate(value):
+        if isinstance(value, str) and has_surrogate(value):
             raise errors.InvalidMetadataError(f"metadata string at {path} is not valid Unicode")
         return
     if isinstance(value, float):
@@ -170,7 +170,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
                 raise errors.InvalidMetadataError(
                     f"metadata key {key!r} at {path} is not a str; JSON object keys are strings"
                 )
-            if _has_surrogate(key):
+            if has_surrogate(key):
                 raise errors.InvalidMetadataError(f"metadata key at {path} is not valid Unicode")
             _check_json(item, f"{path}.{key}", depth + 1)
         return
@@ -180,7 +180,8 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     )
 
 
-def _has_surrogate(text: str) -> bool:
+def has_surrogate(text: str) -> bool:
+    """True when ``text`` cannot be encoded as UTF-8 (it holds a lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -62,7 +63,12 @@ def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tup
         " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
     ):
         checked += 1
-        if data is None:
+        if not (isinstance(digest, str) and isinstance(size, int)) or not isinstance(
+            data, bytes | None
+        ):
+            bad.add(chunk_id)
+            report.add("chunk_corrupt", f"chunk {chunk_id}: a stored value has the wrong type")
+        elif data is None:
             bad.add(chunk_id)
             report.add("chunk_missing", f"chunk {chunk_id} has no bytes", digest=digest)
         else:
@@ -95,6 +101,16 @@ def _blobs(
         checked += 1
         if progress is not None:
             progress("blobs", checked, total)
+        if not (
+            isinstance(digest, str)
+            and isinstance(size, int)
+            and isinstance(chunk_count, int)
+            and isinstance(list_digest, str | None)
+            and isinstance(inline, bytes | None)
+        ):
+            bad.add(blob_id)
+            report.add("blob_corrupt", f"blob {blob_id}: a stored value has the wrong type")
+            continue
         if chunk_count == 0:
             if quick:
                 continue
@@ -113,7 +129,7 @@ def _blobs(
         if (
             len(chunks) != chunk_count
             or [r[0] for r in chunks] != list(range(chunk_count))
-            or any(r[2] is None for r in chunks)
+            or not all(isinstance(r[2], str) and isinstance(r[3], int) for r in chunks)
             or canonical.chunk_list_digest(str(r[2]) for r in chunks) != list_digest
             or sum(int(r[3]) for r in chunks) != size
         ):
@@ -144,6 +160,7 @@ def _checkpoints(
     generations: dict[str, int] = dict(conn.execute("SELECT id, generation FROM checkpoint"))
     checked = 0
     row: catalog.CheckpointRow | None = None
+    current_seq: object = None
     entries: list[catalog.EntryRow] = []
 
     def finish() -> None:
@@ -183,13 +200,26 @@ def _checkpoints(
         " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
         " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
     ):
-        if row is None or row.seq != r[0]:
+        if r[0] != current_seq:
+            current_seq = r[0]
             finish()
             checked += 1
             if progress is not None:
                 progress("checkpoints", checked, total)
-            row = catalog.CheckpointRow(*r[:10])
+            try:
+                row = catalog.typed(
+                    catalog.CheckpointRow, r[:10], catalog.CHECKPOINT_TYPES, "checkpoint row"
+                )
+            except errors.CorruptionError as exc:
+                report.add(
+                    "manifest_mismatch",
+                    str(exc),
+                    checkpoint_id=r[1] if isinstance(r[1], str) else None,
+                )
+                row = None
             entries = []
+        if row is None:
+            continue  # the damaged checkpoint row was reported; skip its entries
         if r[10] is not None:
             if r[12] is None:
                 report.add(
@@ -200,7 +230,18 @@ def _checkpoints(
                     entry=r[10],
                 )
                 continue
-            entries.append(catalog.EntryRow(*r[10:17]))
+            try:
+                entries.append(
+                    catalog.typed(catalog.EntryRow, r[10:17], catalog.ENTRY_TYPES, "entry row")
+                )
+            except errors.CorruptionError as exc:
+                report.add(
+                    "entry_corrupt",
+                    str(exc),
+                    checkpoint_id=row.id,
+                    namespace=row.namespace,
+                    entry=r[10] if isinstance(r[10], str) else None,
+                )
     finish()
     return checked
 
@@ -220,12 +261,22 @@ def _pointers(conn: Connection, report: _Report) -> int:
                 checkpoint_id=p.current_id,
             )
     heads = {p.namespace_id: p for p in pointers}
+    floors = _history_floors(conn)
     previous: dict[int, tuple[int, str]] = {}
     for ns_id, revision, current, fallback, prev_digest, digest in conn.iterate(
         "SELECT namespace_id, revision, current_id, fallback_id, previous_digest, digest"
         " FROM pointer_history ORDER BY namespace_id, revision"
     ):
         ns = ns_of.get(ns_id, f"#{ns_id}")
+        if not (
+            isinstance(revision, int)
+            and isinstance(current, str)
+            and isinstance(fallback, str | None)
+            and isinstance(prev_digest, str | None)
+            and isinstance(digest, str)
+        ):
+            report.add("history_mismatch", "a pointer history row was altered", namespace=ns)
+            continue
         if canonical.pointer_digest(ns, revision, current, fallback, prev_digest) != digest:
             report.add(
                 "history_mismatch", f"pointer history revision {revision} was altered", namespace=ns
@@ -234,6 +285,13 @@ def _pointers(conn: Connection, report: _Report) -> int:
         if before is not None and (before[0] + 1 != revision or before[1] != prev_digest):
             report.add(
                 "history_chain", f"pointer history breaks before revision {revision}", namespace=ns
+            )
+        if before is None and revision > floors.get(ns, 1):
+            # The history starts later than anything GC's keep_history trimmed to.
+            report.add(
+                "history_truncated",
+                f"pointer history starts at revision {revision}; older moves are missing",
+                namespace=ns,
             )
         previous[ns_id] = (revision, digest)
     for ns_id, p in heads.items():
@@ -244,14 +302,45 @@ def _pointers(conn: Connection, report: _Report) -> int:
                 "CURRENT is not the last entry of its history",
                 namespace=p.namespace,
             )
+    for ns_id in previous.keys() - heads.keys():
+        report.add(
+            "pointer_missing",
+            "the namespace has a pointer history but no CURRENT (the pointer row is gone, or a "
+            "drop_namespace was interrupted: run it again)",
+            namespace=ns_of.get(ns_id, f"#{ns_id}"),
+        )
     return len(pointers)
+
+
+def _history_floors(conn: Connection) -> dict[str, int]:
+    """Per namespace, the first pointer-history revision GC's keep_history kept (from the
+    gc receipts; a damaged receipt body is reported by the receipt check)."""
+    floors: dict[str, int] = {}
+    for (body,) in conn.iterate("SELECT body FROM receipt WHERE kind = 'gc'"):
+        try:
+            recorded = json.loads(body).get("history_floor", {})
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(recorded, dict):
+            for ns, revision in recorded.items():
+                if isinstance(revision, int) and revision > floors.get(ns, 1):
+                    floors[ns] = revision
+    return floors
 
 
 def _receipts(conn: Connection, report: _Report) -> None:
     for rid, kind, ns, cid, at_ms, body, digest in conn.iterate(
         "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
     ):
-        if not receipts.digest_matches(kind, ns, cid, at_ms, body, digest):
+        typed_ok = (
+            isinstance(kind, str)
+            and isinstance(ns, str | None)
+            and isinstance(cid, str | None)
+            and isinstance(at_ms, int)
+            and isinstance(body, str)
+            and isinstance(digest, str)
+        )
+        if not typed_ok or not receipts.digest_matches(kind, ns, cid, at_ms, body, digest):
             report.add(
                 "receipt_mismatch",
                 f"receipt {rid} ({kind}) was altered",

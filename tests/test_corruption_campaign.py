@@ -5,8 +5,7 @@ The quick campaign runs once per module (a few hundred cases in worker subproces
 crash or hang is observed rather than fatal). ``CKPTDB_CAMPAIGN_SEED`` and
 ``CKPTDB_CAMPAIGN_CASES`` change the seed and the number of cases.
 
-Bugs are marked ``xfail(strict=True)``: each test asserts the correct behaviour, fails
-today, and turns into an error (XPASS) once the bug is fixed so the marker gets removed.
+Every bug the campaign found is fixed; its reproduction stays as a regression test.
 """
 
 from __future__ import annotations
@@ -84,13 +83,6 @@ def test_quick_campaign_no_crash_no_hang_no_wrong_bytes_nothing_undetected(
         assert counts[bar] == 0, (bar, _failures(quick, bar))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: untyped exceptions (UnicodeDecodeError, JSONDecodeError, ValidationError, "
-    "apsw.IOError, ValueError, AssertionError), references and fallback that leave the "
-    "namespace/lineage, and a deleted CURRENT that verify does not report -- see the "
-    "test_bug_* tests below",
-)
 def test_quick_campaign_every_zero_bar_holds(quick: dict[str, Any]) -> None:
     counts = quick["counts"]
     broken = {bar: _failures(quick, bar) for bar in campaign.FAILURES if counts[bar]}
@@ -119,12 +111,7 @@ def _two_namespaces(path: Path) -> dict[str, str]:
 # -- B1: invalid UTF-8 in a TEXT column -----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: apsw raises UnicodeDecodeError for a TEXT value that is not UTF-8; "
-    "ckptdb/connection.py translates only apsw.Error, so current/load/verify crash untyped",
-)
-def test_bug_invalid_utf8_in_a_text_column_is_a_typed_error(db_path: Path) -> None:
+def test_invalid_utf8_in_a_text_column_is_a_typed_error(db_path: Path) -> None:
     ids = _two_namespaces(db_path)
     # One flipped high bit in the stored metadata text of CURRENT of alpha.
     _tamper(
@@ -143,13 +130,7 @@ def test_bug_invalid_utf8_in_a_text_column_is_a_typed_error(db_path: Path) -> No
 # -- B2: ns@current / ns@fallback / ns~N trust an unverified pointer --------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Database.resolve('ns@current'|'ns@fallback'|'ns~N') reads the pointer "
-    "without catalog.check_pointer and never checks the namespace of the result, so "
-    "`ckptdb cat/checkout/show` serve another namespace's checkpoint",
-)
-def test_bug_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: Path) -> None:
+def test_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: Path) -> None:
     ids = _two_namespaces(db_path)
     # The pointer of alpha now names beta's checkpoint (one integer in one row).
     _tamper(
@@ -176,13 +157,7 @@ def test_bug_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: 
 # -- B3: fallback follows the parent link of a checkpoint whose manifest is damaged ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ckptdb/fallback.py load_with_fallback walks to row.parent_id and compares "
-    "row.generation of a checkpoint whose manifest failed verification; a damaged parent "
-    "link sends fallback into another namespace",
-)
-def test_bug_fallback_never_leaves_the_namespace(db_path: Path) -> None:
+def test_fallback_never_leaves_the_namespace(db_path: Path) -> None:
     ids = _two_namespaces(db_path)
     _tamper(db_path, "UPDATE checkpoint SET parent_id = ? WHERE id = ?", (ids["b1"], ids["a3"]))
     with ckptdb.open(db_path) as db:
@@ -191,15 +166,10 @@ def test_bug_fallback_never_leaves_the_namespace(db_path: Path) -> None:
         assert loaded.checkpoint.id == ids["a2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: same root cause -- a damaged parent link or generation of the rejected "
-    "CURRENT makes fallback skip the intact parent (or give up with no_usable_checkpoint)",
-)
 @pytest.mark.parametrize(
     ("column", "value"), [("parent_id", "a1"), ("parent_id", None), ("generation", 1)]
 )
-def test_bug_fallback_returns_the_newest_intact_ancestor(
+def test_fallback_returns_the_newest_intact_ancestor(
     db_path: Path, column: str, value: object
 ) -> None:
     ids = _two_namespaces(db_path)
@@ -213,16 +183,8 @@ def test_bug_fallback_returns_the_newest_intact_ancestor(
 # -- B4/B5: unverified JSON parsed in lineage and receipts ------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Database.lineage -> checkpoint.checkpoint_info json.loads/pydantic-validates "
-    "metadata of manifests it never verified: JSONDecodeError / ValidationError escape "
-    "(also from `ckptdb log` and every importer, through Collector.known)",
-)
 @pytest.mark.parametrize("metadata", ['{"t":', "[1, 2]"])
-def test_bug_lineage_with_a_damaged_manifest_raises_a_typed_error(
-    db_path: Path, metadata: str
-) -> None:
+def test_lineage_with_a_damaged_manifest_raises_a_typed_error(db_path: Path, metadata: str) -> None:
     ids = _two_namespaces(db_path)
     _tamper(db_path, "UPDATE checkpoint SET metadata = ? WHERE id = ?", (metadata, ids["a1"]))
     with ckptdb.open(db_path) as db:
@@ -233,12 +195,7 @@ def test_bug_lineage_with_a_damaged_manifest_raises_a_typed_error(
         assert [c.id for c in lineage][:2] == [ids["a3"], ids["a2"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ckptdb/receipts.py list_receipts json.loads a damaged receipt body: "
-    "JSONDecodeError escapes from Database.receipts and `ckptdb receipts`",
-)
-def test_bug_receipts_with_a_damaged_body_raise_a_typed_error(db_path: Path) -> None:
+def test_receipts_with_a_damaged_body_raise_a_typed_error(db_path: Path) -> None:
     _two_namespaces(db_path)
     with ckptdb.open(db_path) as db:
         db.verify()  # stores a receipt
@@ -252,12 +209,7 @@ def test_bug_receipts_with_a_damaged_body_raise_a_typed_error(db_path: Path) -> 
 # -- B6: an I/O error while reading a chunk escapes untranslated ------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ckptdb/connection.py read_blob_into closes the blob in `finally`; the close "
-    "re-raises the read's apsw.IOError untranslated, masking the translated error",
-)
-def test_bug_chunk_read_error_is_a_typed_error(tmp_path: Path) -> None:
+def test_chunk_read_error_is_a_typed_error(tmp_path: Path) -> None:
     src = tmp_path / "src.ckpt"
     with ckptdb.open(src, chunk_size=CHUNK, page_size=4096) as db:
         ack = db.commit("ns", {"big": os.urandom(8 * CHUNK)})
@@ -283,15 +235,8 @@ def test_bug_chunk_read_error_is_a_typed_error(tmp_path: Path) -> None:
 # -- B7: a damaged setting breaks open ------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Database._open does int(setting 'chunk_size') unchecked: ValueError on a "
-    "damaged value; '' silently falls back to 4 MiB; '-5' is accepted and every commit then "
-    "raises ValueError; '0' is accepted and every non-empty commit loops forever in "
-    "BlobStore._stage",
-)
 @pytest.mark.parametrize("value", ["x", "", "-5", "0"])
-def test_bug_damaged_chunk_size_setting_is_refused_with_a_typed_error(
+def test_damaged_chunk_size_setting_is_refused_with_a_typed_error(
     db_path: Path, value: str
 ) -> None:
     _two_namespaces(db_path)
@@ -325,12 +270,7 @@ def _flip_index_key(path: Path, checkpoint_id: str) -> None:
     raise AssertionError("id not found in the index")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Database.current asserts the checkpoint row exists ('the foreign key "
-    "guarantees it'); a damaged index makes the lookup by id fail -> AssertionError",
-)
-def test_bug_current_with_a_damaged_id_index_raises_a_typed_error(db_path: Path) -> None:
+def test_current_with_a_damaged_id_index_raises_a_typed_error(db_path: Path) -> None:
     ids = _two_namespaces(db_path)
     _flip_index_key(db_path, ids["a3"])
     with ckptdb.open(db_path) as db:
@@ -383,14 +323,7 @@ def _retype_metadata_as_blob(path: Path, checkpoint_id: str) -> None:
     raise AssertionError("record not found")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: column values are used as the type the schema promises; a damaged record "
-    "holding a BLOB where TEXT belongs gives TypeError (canonical.manifest_text, "
-    "verify._chunks, blobs.chunk_list) or ValueError (models.from_ms) instead of "
-    "CorruptionError",
-)
-def test_bug_value_of_the_wrong_type_in_a_damaged_record_is_a_typed_error(
+def test_value_of_the_wrong_type_in_a_damaged_record_is_a_typed_error(
     db_path: Path,
 ) -> None:
     ids = _two_namespaces(db_path)
@@ -408,12 +341,7 @@ def test_bug_value_of_the_wrong_type_in_a_damaged_record_is_a_typed_error(
 # -- B9: a deleted CURRENT goes unreported --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (verify gap): a namespace whose pointer row vanished (history and "
-    "checkpoints intact) disappears from namespaces() and load() while verify() says ok",
-)
-def test_bug_verify_reports_a_namespace_that_lost_its_current(db_path: Path) -> None:
+def test_verify_reports_a_namespace_that_lost_its_current(db_path: Path) -> None:
     _two_namespaces(db_path)
     _tamper(
         db_path,
@@ -425,13 +353,7 @@ def test_bug_verify_reports_a_namespace_that_lost_its_current(db_path: Path) -> 
         assert not db.verify().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (verify gap, low): verify._pointers checks each history link but not the "
-    "chain's start, so deleting the oldest pointer-history rows goes unreported (nothing in "
-    "ckptdb ever deletes them; the first kept revision should be 1 with no previous digest)",
-)
-def test_bug_verify_reports_a_truncated_pointer_history(db_path: Path) -> None:
+def test_verify_reports_a_truncated_pointer_history(db_path: Path) -> None:
     _two_namespaces(db_path)
     _tamper(
         db_path,
