@@ -125,10 +125,51 @@ class PreparedEntry:
         )
 
 
-def _open_regular_file(path: os.PathLike[str] | str) -> IO[bytes]:
+class _FileSnapshot(io.RawIOBase):
+    """A regular file read as it was when opened: never more than its size then (a file
+    that grows while read -- a log, or the database's own WAL -- cannot make a commit read
+    forever), and :meth:`check_unchanged` refuses it if it changed meanwhile."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        super().__init__()
+        self._fd = fd
+        self._path = path
+        st = os.fstat(fd)
+        self._opened = (st.st_size, st.st_mtime_ns)
+        self._left = st.st_size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer).cast("B")
+        got = os.readv(self._fd, [view[: min(len(view), self._left)]])
+        self._left -= got
+        return got
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+    def check_unchanged(self) -> None:
+        """InvalidEntryError if the file changed size or was modified while it was read."""
+        st = os.fstat(self._fd)
+        if self._left != 0 or (st.st_size, st.st_mtime_ns) != self._opened:
+            raise errors.InvalidEntryError(
+                f"{self._path!r} changed while it was being read; ckptdb stores a file as it "
+                "was at one moment. Commit it again once it is no longer being written."
+            )
+
+
+def _open_regular_file(path: os.PathLike[str] | str) -> _FileSnapshot:
     """Open a path for reading without following a symlink; refuse non-regular files."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer before
+        # fstat can refuse it; regular files ignore the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         if os.path.islink(path):
             raise errors.InvalidEntryError(
@@ -136,13 +177,19 @@ def _open_regular_file(path: os.PathLike[str] | str) -> IO[bytes]:
                 "resolved path (Path.resolve()) if you mean its target."
             ) from exc
         raise errors.InvalidEntryError(f"cannot open {os.fspath(path)!r}: {exc}") from exc
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise errors.InvalidEntryError(
+                f"{os.fspath(path)!r} is not a regular file; entries are read from regular files"
+            )
+        return _FileSnapshot(fd, os.fspath(path))
+    except OSError as exc:
         os.close(fd)
-        raise errors.InvalidEntryError(
-            f"{os.fspath(path)!r} is not a regular file; entries are read from regular files"
-        )
-    return os.fdopen(fd, "rb")
+        raise errors.InvalidEntryError(f"cannot stat {os.fspath(path)!r}: {exc}") from exc
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_exact(source: IO[bytes], n: int) -> bytes:
@@ -230,10 +277,20 @@ class BlobStore:
             data = bytes(value)
             return self._prepare_bytes(data, now_ms)
         if isinstance(value, str):
-            return self._prepare_bytes(value.encode("utf-8"), now_ms)
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise errors.InvalidEntryError(
+                    f"a str value holds a lone surrogate at index {exc.start} (often bytes that "
+                    "are not UTF-8, decoded with surrogateescape); pass valid text, or bytes"
+                ) from exc
+            return self._prepare_bytes(data, now_ms)
         if isinstance(value, os.PathLike):
-            with _open_regular_file(value) as fh:
-                return self._prepare_stream(fh, budget, now_ms)
+            snapshot = _open_regular_file(value)
+            with io.BufferedReader(snapshot) as reader:  # closing it closes the file
+                prepared = self._prepare_stream(reader, budget, now_ms)
+                snapshot.check_unchanged()
+                return prepared
         if hasattr(value, "read"):
             return self._prepare_stream(value, budget, now_ms)
         raise errors.InvalidEntryError(

@@ -29,8 +29,8 @@ DIR_MODE = 0o700
 _RENAME_EXCHANGE = 2
 
 
-def _refuse_symlinked_parents(target: str) -> None:
-    """Refuse a target whose existing parent directories include a symlink."""
+def _refuse_unsafe_parents(target: str) -> None:
+    """Refuse a target whose parent chain is missing, or holds a symlink or a non-directory."""
     parent = os.path.dirname(target)
     probe = "/"
     for part in parent.split("/"):
@@ -43,10 +43,18 @@ def _refuse_symlinked_parents(target: str) -> None:
             raise errors.UnsafePathError(
                 f"the parent directory {parent} does not exist; create it first"
             ) from None
+        except OSError as exc:
+            raise errors.UnsafePathError(
+                f"cannot check {probe} in the path of {target}: {exc.strerror}"
+            ) from exc
         if stat.S_ISLNK(st.st_mode):
             raise errors.UnsafePathError(
                 f"{probe} is a symlink in the path of {target}; ckptdb never writes through "
                 f"symlinks. Pass the resolved path ({os.path.realpath(target)}) if you mean it."
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise errors.UnsafePathError(
+                f"{probe} is not a directory, so {target} cannot be created under it"
             )
 
 
@@ -132,26 +140,36 @@ def checkout(
         validation.entry_name(name)  # a crafted database must not steer writes
     validation.entry_names_consistent(cp.entries)
     path = os.path.abspath(os.fspath(target))
-    _refuse_symlinked_parents(path)
+    _refuse_unsafe_parents(path)
     existing: os.stat_result | None
     try:
         existing = os.lstat(path)
+        occupied = existing is not None and stat.S_ISDIR(existing.st_mode) and os.listdir(path)
     except FileNotFoundError:
-        existing = None
+        existing, occupied = None, False
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise errors.UnsafePathError(f"cannot use {path} as a target: {exc.strerror}") from exc
     if existing is not None:
         if stat.S_ISLNK(existing.st_mode) or not stat.S_ISDIR(existing.st_mode):
             raise errors.UnsafePathError(
                 f"{path} exists and is not a directory (or is a symlink); refusing to replace it"
             )
-        if os.listdir(path) and not force:
+        if occupied and not force:
             raise errors.UnsafePathError(
                 f"{path} is not empty; choose an empty or new directory, or pass force=True "
                 "(--force) to replace it atomically"
             )
     parent = os.path.dirname(path)
-    base = os.path.basename(path)
-    staging = os.path.join(parent, f".{base}.ckptdb-{secrets.token_hex(6)}")
-    os.mkdir(staging, DIR_MODE)
+    # A short name of its own (not derived from the target's), so a long target name that
+    # fits the file system cannot make the staging name too long.
+    staging = os.path.join(parent, f".ckptdb-checkout-{secrets.token_hex(6)}")
+    try:
+        os.mkdir(staging, DIR_MODE)
+    except OSError as exc:
+        raise errors.StorageError(
+            f"checkout into {path} failed: cannot create a staging directory in {parent}: "
+            f"{exc.strerror}; nothing was written"
+        ) from exc
     try:
         root_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel
 
-from . import __version__, errors
+from . import __version__, errors, validation
 from .database import Database
 from .database import open as open_database
 from .demo import run as run_demo
@@ -86,7 +86,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(json.dumps(_jsonable(value), indent=2, ensure_ascii=False))
+    plain = _jsonable(value)
+    text = json.dumps(plain, indent=2, ensure_ascii=False)
+    if validation.has_surrogate(text):  # echoed input that is not valid Unicode: escape it
+        text = json.dumps(plain, indent=2)
+    click.echo(text)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -243,7 +247,7 @@ def commit(
     A file becomes an entry named by its base name; a directory contributes every regular
     file beneath it, named by its relative path. Symlinks are refused, never followed.
     """
-    entries = entries_from_paths(paths)
+    entries = entries_from_paths(paths, database=db)
     metadata = _parse_meta(meta_pairs, meta_json)
     with _open(db) as handle:
         if expect_current is None:

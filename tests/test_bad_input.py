@@ -154,6 +154,21 @@ def test_symlink_and_special_file_entries_are_refused(db: ckptdb.Database, tmp_p
     assert _state(db) == (0, 0, 0, 0, 0)
 
 
+def test_a_file_that_changes_while_read_is_refused(tmp_path: Path) -> None:
+    """A file is stored as it was at one moment. The database's own WAL is a file that
+    deterministically changes while a commit reads it (staging its chunks appends to it):
+    refused, and reading is bounded by the size at open, so it cannot run forever."""
+    with ckptdb.open(tmp_path / "c.ckpt", chunk_size=64 * 1024) as db:
+        db.commit("ns", {"big": os.urandom(1024 * 1024)})
+        wal = Path(db.path + "-wal")
+        assert wal.stat().st_size > 64 * 1024
+        before = _state(db)
+        with pytest.raises(errors.InvalidEntryError, match="changed while it was being read"):
+            db.commit("ns", {"wal": wal})
+        assert _state(db)[:2] == before[:2]  # no checkpoint, no pointer move
+        assert db.verify().ok
+
+
 def test_expect_current_must_be_an_id(db: ckptdb.Database) -> None:
     with pytest.raises(errors.InvalidReferenceError):
         db.commit("ns", {"a": b"1"}, expect_current="abc")

@@ -116,6 +116,22 @@ def test_commit_files_directories_and_metadata(tmp_path: Path) -> None:
     assert conflict["code"] == "conflict" and conflict["expected"] == ack["checkpoint_id"]
 
 
+def test_commit_of_the_directory_holding_the_database_skips_its_files(tmp_path: Path) -> None:
+    """`ckptdb commit DB ns .` where DB lives: the walk leaves out the database and its
+    -wal/-shm (reading the log a commit appends to would never end); naming the database
+    itself is refused."""
+    db = tmp_path / "c.ckpt"
+    (tmp_path / "notes.txt").write_text("notes")
+    with ckptdb.open(db) as handle:
+        handle.commit("ns", {"first": os.urandom(300_000)})
+        assert Path(f"{db}-wal").exists()
+        ack = run_json("commit", str(db), "ns", str(tmp_path))
+        assert ack["entry_count"] == 1
+        assert sorted(handle.current("ns").entries) == ["notes.txt"]  # type: ignore[union-attr]
+    result = run("commit", str(db), "ns", str(db), code=7)
+    assert "invalid_entry" in result.stderr and "cannot hold itself" in result.stderr
+
+
 def test_commit_refuses_symlinks_and_bad_input(tmp_path: Path) -> None:
     db = tmp_path / "c.ckpt"
     (tmp_path / "d").mkdir()
@@ -328,7 +344,7 @@ def test_sql_reads_with_table_json_and_csv(populated: Path) -> None:
     blob = run_json("sql", str(populated), "SELECT x'00ff' AS b")
     assert blob == [{"b": {"hex": "00ff"}}]
     assert run_json("sql", str(populated), "PRAGMA table_info(checkpoint)")
-    assert run_json("sql", str(populated), "SELEC nonsense", code=1)["code"] == "sql_error"
+    assert run_json("sql", str(populated), "SELEC nonsense", code=7)["code"] == "invalid_query"
 
 
 def test_stats_reports_dedup(populated: Path) -> None:

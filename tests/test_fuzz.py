@@ -12,13 +12,9 @@ Budget: each test runs a modest number of examples so the file stays well under 
 on 2 cores. ``CKPTDB_FUZZ_EXAMPLES=N`` runs N examples per test instead (e.g. 2000 for a
 long soak).
 
-Known bugs are exercised, not avoided: each fuzzer that can generate a known trigger (NaN,
-lone surrogates, deep nesting, files in a checkout's parent chain, ...) runs twice --
-``test_fuzz_X`` without the known triggers, so that everything else stays guarded now, and
-``test_fuzz_X_known_bugs`` with every generator, marked ``xfail(strict=True)``,
-derandomized and without shrinking, so it fails reproducibly and quickly until the bug is
-fixed (then XPASS turns it red and the marker must go). The deterministic ``test_bug_*``
-tests give a minimal reproduction of each bug.
+Each bug the fuzzers found has a deterministic reproduction below (``test_*`` after
+"minimal reproductions"), kept as a regression test; the generators keep producing its
+trigger (NaN, lone surrogates, deep nesting, files in a checkout's parent chain, ...).
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from conftest import raw_sql
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ckptdb
@@ -56,14 +52,11 @@ def budget(default: int) -> int:
     return int(os.environ.get("CKPTDB_FUZZ_EXAMPLES", default))
 
 
-def fuzz(default: int, *, known: bool = False) -> Any:
-    """Settings of a fuzz test. A ``known`` variant exists to fail reproducibly on a known
-    bug: derandomized, and without the (slow) shrinking phase."""
+def fuzz(default: int) -> Any:
+    """Settings of a fuzz test."""
     return settings(
         max_examples=budget(default),
         deadline=None,
-        derandomize=known,
-        phases=([Phase.explicit, Phase.reuse, Phase.generate] if known else list(Phase)),
         suppress_health_check=[
             HealthCheck.too_slow,
             HealthCheck.function_scoped_fixture,
@@ -71,9 +64,6 @@ def fuzz(default: int, *, known: bool = False) -> Any:
             HealthCheck.data_too_large,
         ],
     )
-
-
-KNOWN = pytest.mark.xfail(strict=True, reason="BUG: see the test_bug_* reproductions")
 
 
 # -- shared checks --------------------------------------------------------------------------
@@ -129,16 +119,15 @@ SPECIAL = [
     "\u2029", "\ud800", "\udfff", "e\u0301", "\u00e9", "\u212b", "\ufeff", " ", "~", ":",
     "*", "?", "\u202e", "\uffff", "\U0001f600", "%2e%2e", "C:", "//", "./", "../",
 ]  # fmt: skip
-SAFE_SPECIAL = [s for s in SPECIAL if s not in ("\ud800", "\udfff")]
 
 
-def hostile_text(known_bugs: bool = True, max_pieces: int = 6) -> st.SearchStrategy[str]:
+def hostile_text(max_pieces: int = 6) -> st.SearchStrategy[str]:
     """Text assembled from arbitrary characters, control characters, separators, traversal
-    pieces, decomposed accents and (optionally) lone surrogates."""
-    categories = ["Cc", "Zl", "Zp", "Mn", "Cf"] + (["Cs"] if known_bugs else [])
+    pieces, decomposed accents and lone surrogates."""
+    categories = ["Cc", "Zl", "Zp", "Mn", "Cf", "Cs"]
     pieces = st.one_of(
         st.text(max_size=10),
-        st.sampled_from(SPECIAL if known_bugs else SAFE_SPECIAL),
+        st.sampled_from(SPECIAL),
         st.text(st.characters(categories=categories), max_size=3),
     )
     text = st.lists(pieces, max_size=max_pieces).map("".join)
@@ -201,7 +190,7 @@ def _commit_and_check(
 @fuzz(150)
 @given(data=st.data())
 def test_fuzz_entry_names_and_namespaces(db: ckptdb.Database, data: st.DataObject) -> None:
-    text = hostile_text(known_bugs=True)
+    text = hostile_text()
     namespace = data.draw(st.one_of(text, plain_name(), st.integers(), st.none(), st.binary()))
     names = data.draw(
         st.lists(
@@ -281,7 +270,7 @@ class OddStream:
         return self.pieces.pop(0) if self.pieces else b""
 
 
-def entry_values(tmp: Path, known_bugs: bool) -> st.SearchStrategy[tuple[Any, bytes | None]]:
+def entry_values(tmp: Path) -> st.SearchStrategy[tuple[Any, bytes | None]]:
     """(value, expected bytes or None when a refusal is expected/allowed)."""
     files = tmp / "values"
     files.mkdir(exist_ok=True)
@@ -289,7 +278,7 @@ def entry_values(tmp: Path, known_bugs: bool) -> st.SearchStrategy[tuple[Any, by
     (files / "big.bin").write_bytes(b"B" * (CHUNK + 3))
     with contextlib.suppress(FileExistsError):
         (files / "link").symlink_to(files / "f.bin")
-    text = st.text(max_size=50) if not known_bugs else hostile_text(True)
+    text = hostile_text()
     return st.one_of(
         st.binary(max_size=200).map(lambda b: (b, b)),
         st.binary(max_size=200).map(lambda b: (bytearray(b), b)),
@@ -316,8 +305,8 @@ def entry_values(tmp: Path, known_bugs: bool) -> st.SearchStrategy[tuple[Any, by
         ).map(lambda v: (v, None)),
         st.tuples(
             st.binary(max_size=20),
-            st.one_of(st.none(), hostile_text(known_bugs, 2)),
-            st.one_of(st.none(), hostile_text(known_bugs, 2)),
+            st.one_of(st.none(), hostile_text(2)),
+            st.one_of(st.none(), hostile_text(2)),
         ).map(lambda t: (_entry_or_error(*t), t[0])),
     )
 
@@ -343,10 +332,8 @@ def _entry_or_error(value: bytes, media_type: str | None, schema: str | None) ->
         return exc  # committing the error object itself is another bad value
 
 
-def fuzz_entry_values(
-    db: ckptdb.Database, tmp_path: Path, known_bugs: bool, data: st.DataObject
-) -> None:
-    drawn = data.draw(st.lists(entry_values(tmp_path, known_bugs), min_size=1, max_size=3))
+def fuzz_entry_values(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
+    drawn = data.draw(st.lists(entry_values(tmp_path), min_size=1, max_size=3))
     entries = {f"e{i}": value for i, (value, _) in enumerate(drawn)}
     expected = {f"e{i}": want for i, (_, want) in enumerate(drawn)}
     # Staging a large entry before a later one is refused writes harmless orphan chunks
@@ -366,16 +353,7 @@ def fuzz_entry_values(
 @fuzz(120)
 @given(data=st.data())
 def test_fuzz_entry_values(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
-    fuzz_entry_values(db, tmp_path, known_bugs=False, data=data)
-
-
-@KNOWN
-@fuzz(120, known=True)
-@given(data=st.data())
-def test_fuzz_entry_values_known_bugs(
-    db: ckptdb.Database, tmp_path: Path, data: st.DataObject
-) -> None:
-    fuzz_entry_values(db, tmp_path, known_bugs=True, data=data)
+    fuzz_entry_values(db, tmp_path, data=data)
 
 
 # -- checkout targets ---------------------------------------------------------------------
@@ -424,8 +402,8 @@ LEAF_KINDS = [
 ]  # fmt: skip
 
 
-def segment_name(known_bugs: bool) -> st.SearchStrategy[str]:
-    """A path segment; names longer than a file name may be only with ``known_bugs``."""
+def segment_name() -> st.SearchStrategy[str]:
+    """A path segment, sometimes longer than a file name may be."""
     names = st.one_of(
         st.sampled_from(["a", "b", "é", "e\u0301", " sp ", "-x", ".hidden", "..", "."]),
         st.text(
@@ -434,23 +412,19 @@ def segment_name(known_bugs: bool) -> st.SearchStrategy[str]:
             max_size=12,
         ),
     )
-    if known_bugs:
-        names = st.one_of(names, st.integers(200, 300).map("L".__mul__))
-    return names
+    return st.one_of(names, st.integers(200, 300).map("L".__mul__))
 
 
 def fuzz_checkout_targets(
     source_db: tuple[ckptdb.Database, dict[str, dict[str, bytes]]],
     tmp_path: Path,
-    known_bugs: bool,
     data: st.DataObject,
 ) -> None:
     db, by_id = source_db
-    kinds = SEGMENT_KINDS if known_bugs else [k for k in SEGMENT_KINDS if k != "file"]
     chain = data.draw(
-        st.lists(st.tuples(segment_name(known_bugs), st.sampled_from(kinds)), max_size=3)
+        st.lists(st.tuples(segment_name(), st.sampled_from(SEGMENT_KINDS)), max_size=3)
     )
-    leaf_name = data.draw(segment_name(known_bugs))
+    leaf_name = data.draw(segment_name())
     leaf_kind = data.draw(st.sampled_from(LEAF_KINDS))
     relative = data.draw(st.booleans())
     force = data.draw(st.booleans())
@@ -543,30 +517,20 @@ def test_fuzz_checkout_targets(
     tmp_path: Path,
     data: st.DataObject,
 ) -> None:
-    fuzz_checkout_targets(source_db, tmp_path, known_bugs=False, data=data)
-
-
-@KNOWN
-@pytest.mark.filterwarnings("ignore:Generating overly large repr")
-@fuzz(100, known=True)
-@given(data=st.data())
-def test_fuzz_checkout_targets_known_bugs(
-    source_db: tuple[ckptdb.Database, dict[str, dict[str, bytes]]],
-    tmp_path: Path,
-    data: st.DataObject,
-) -> None:
-    fuzz_checkout_targets(source_db, tmp_path, known_bugs=True, data=data)
+    fuzz_checkout_targets(source_db, tmp_path, data=data)
 
 
 # -- import sources -------------------------------------------------------------------------
 
 
-def json_values(known_bugs: bool) -> st.SearchStrategy[Any]:
-    scalars = st.one_of(JSON_SCALARS, st.text(st.characters(), max_size=8))
-    if known_bugs:
-        scalars = st.one_of(
-            scalars, st.just(float("nan")), st.just(float("inf")), st.just("\ud800")
-        )
+def json_values() -> st.SearchStrategy[Any]:
+    scalars = st.one_of(
+        JSON_SCALARS,
+        st.text(st.characters(), max_size=8),
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.just("\ud800"),
+    )
     return st.recursive(
         scalars,
         lambda inner: st.one_of(
@@ -576,12 +540,11 @@ def json_values(known_bugs: bool) -> st.SearchStrategy[Any]:
     )
 
 
-def document_bytes(
-    known_bugs: bool, required: dict[str, st.SearchStrategy[Any]]
-) -> st.SearchStrategy[bytes]:
+def document_bytes(required: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[bytes]:
     """Garbage, arbitrary JSON, or an object with the required fields (each present,
-    missing or of the wrong type) plus arbitrary extra fields; optionally deeply nested."""
-    value = json_values(known_bugs)
+    missing or of the wrong type) plus arbitrary extra fields; deeply nested a third of
+    the time."""
+    value = json_values()
     fields = st.fixed_dictionaries(
         {},
         optional={k: st.one_of(s, value) for k, s in required.items()},
@@ -591,10 +554,8 @@ def document_bytes(
     )
     encoded = st.one_of(obj, value).map(lambda v: json.dumps(v).encode())
     out = st.one_of(encoded, st.binary(max_size=60), st.just(b""), st.just(b"\xff\xfe{}"))
-    if known_bugs:  # deeply nested JSON a third of the time
-        deep = st.integers(1000, 5000).map(lambda n: b"[" * n + b"]" * n)
-        out = st.integers(0, 2).flatmap(lambda k: deep if k == 0 else out)
-    return out
+    deep = st.integers(1000, 5000).map(lambda n: b"[" * n + b"]" * n)
+    return st.integers(0, 2).flatmap(lambda k: deep if k == 0 else out)
 
 
 def _import_and_check(db: ckptdb.Database, kind: str, source: Path) -> None:
@@ -629,9 +590,7 @@ def _plant(root: Path, name: str, data: bytes, link_to: Path | None) -> None:
             path.write_bytes(data)
 
 
-def fuzz_json_dir_sources(
-    db: ckptdb.Database, tmp_path: Path, known_bugs: bool, data: st.DataObject
-) -> None:
+def fuzz_json_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
     src = tmp_path / f"docs-{os.urandom(4).hex()}"
     src.mkdir()
     secret = tmp_path / "secret.json"
@@ -644,7 +603,7 @@ def fuzz_json_dir_sources(
     }
     for _ in range(data.draw(st.integers(0, 4))):
         name = data.draw(FILE_NAME)
-        body = data.draw(document_bytes(known_bugs, required))
+        body = data.draw(document_bytes(required))
         if data.draw(st.booleans()) and body.startswith(b"{"):
             # make the digest right about half the time, so documents get imported
             with contextlib.suppress(ValueError):
@@ -661,22 +620,13 @@ def fuzz_json_dir_sources(
 @fuzz(60)
 @given(data=st.data())
 def test_fuzz_json_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
-    fuzz_json_dir_sources(db, tmp_path, known_bugs=False, data=data)
+    fuzz_json_dir_sources(db, tmp_path, data=data)
 
 
-@KNOWN
-@fuzz(60, known=True)
-@given(data=st.data())
-def test_fuzz_json_dir_sources_known_bugs(
-    db: ckptdb.Database, tmp_path: Path, data: st.DataObject
-) -> None:
-    fuzz_json_dir_sources(db, tmp_path, known_bugs=True, data=data)
-
-
-def _fs_store(root: Path, data: st.DataObject, known_bugs: bool) -> None:
+def _fs_store(root: Path, data: st.DataObject) -> None:
     (root / "checkpoints").mkdir(parents=True)
     ids = data.draw(st.lists(ID, min_size=1, max_size=3, unique=True))
-    value = json_values(known_bugs)
+    value = json_values()
     for index, cid in enumerate(ids):
         directory = root / "checkpoints" / cid
         (directory / "files").mkdir(parents=True)
@@ -689,9 +639,7 @@ def _fs_store(root: Path, data: st.DataObject, known_bugs: bool) -> None:
             (directory / "files" / digest).write_bytes(content)
             item = {
                 "logical_name": data.draw(st.one_of(st.text(max_size=5), value)),
-                "relative_path": data.draw(
-                    st.one_of(plain_name(), hostile_text(known_bugs, 3), value)
-                ),
+                "relative_path": data.draw(st.one_of(plain_name(), hostile_text(3), value)),
                 "schema_id": data.draw(st.one_of(st.just("state"), value)),
                 "schema_version": data.draw(st.one_of(st.just("1"), value)),
                 "content_digest": digest,
@@ -701,7 +649,7 @@ def _fs_store(root: Path, data: st.DataObject, known_bugs: bool) -> None:
             inventory.append(item)
         manifest = {
             "checkpoint_id": cid if data.draw(st.integers(0, 5)) else data.draw(ID),
-            "brain_id": data.draw(st.one_of(st.just("brain"), hostile_text(known_bugs, 2))),
+            "brain_id": data.draw(st.one_of(st.just("brain"), hostile_text(2))),
             "epoch": data.draw(value),
             "generation": index + 1,
             "file_inventory": data.draw(st.one_of(st.just(inventory), value)),
@@ -710,14 +658,14 @@ def _fs_store(root: Path, data: st.DataObject, known_bugs: bool) -> None:
         }
         body = json.dumps(manifest).encode()
         if data.draw(st.integers(0, 3)) == 0:
-            body = data.draw(document_bytes(known_bugs, {}))
+            body = data.draw(document_bytes({}))
         (directory / "manifest.json").write_bytes(body)
     current: Any = {"current_checkpoint_id": ids[-1]}
     if data.draw(st.integers(0, 5)) == 0:
         current = data.draw(value)
     (root / "CURRENT").write_bytes(json.dumps(current).encode())
     if data.draw(st.integers(0, 5)) == 0:
-        (root / "CURRENT").write_bytes(data.draw(document_bytes(known_bugs, {})))
+        (root / "CURRENT").write_bytes(data.draw(document_bytes({})))
     if data.draw(st.integers(0, 6)) == 0:
         (root / "checkpoints" / ".staging").mkdir()
     if data.draw(st.integers(0, 6)) == 0:
@@ -726,35 +674,22 @@ def _fs_store(root: Path, data: st.DataObject, known_bugs: bool) -> None:
         victim.symlink_to(root / "CURRENT")
 
 
-def fuzz_fs_store_sources(
-    db: ckptdb.Database, tmp_path: Path, known_bugs: bool, data: st.DataObject
-) -> None:
+def fuzz_fs_store_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
     root = tmp_path / f"store-{os.urandom(4).hex()}"
-    _fs_store(root, data, known_bugs)
+    _fs_store(root, data)
     _import_and_check(db, "fs-store", root)
 
 
 @fuzz(60)
 @given(data=st.data())
 def test_fuzz_fs_store_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
-    fuzz_fs_store_sources(db, tmp_path, known_bugs=False, data=data)
+    fuzz_fs_store_sources(db, tmp_path, data=data)
 
 
-@KNOWN
-@fuzz(60, known=True)
-@given(data=st.data())
-def test_fuzz_fs_store_sources_known_bugs(
-    db: ckptdb.Database, tmp_path: Path, data: st.DataObject
-) -> None:
-    fuzz_fs_store_sources(db, tmp_path, known_bugs=True, data=data)
-
-
-def fuzz_state_dir_sources(
-    db: ckptdb.Database, tmp_path: Path, known_bugs: bool, data: st.DataObject
-) -> None:
+def fuzz_state_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
     root = tmp_path / f"state-{os.urandom(4).hex()}"
     root.mkdir()
-    value = json_values(known_bugs)
+    value = json_values()
     for _ in range(data.draw(st.integers(0, 3))):
         name = data.draw(
             st.one_of(
@@ -782,7 +717,7 @@ def fuzz_state_dir_sources(
     }
     body = json.dumps(manifest).encode()
     if data.draw(st.booleans()):
-        body = data.draw(document_bytes(known_bugs, {"schema_version": st.integers(0, 3)}))
+        body = data.draw(document_bytes({"schema_version": st.integers(0, 3)}))
     if data.draw(st.integers(0, 9)):
         os.utime(root, None)
         (root / "manifest.json").write_bytes(body)
@@ -795,22 +730,12 @@ def fuzz_state_dir_sources(
 @fuzz(60)
 @given(data=st.data())
 def test_fuzz_state_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.DataObject) -> None:
-    fuzz_state_dir_sources(db, tmp_path, known_bugs=False, data=data)
-
-
-@KNOWN
-@fuzz(60, known=True)
-@given(data=st.data())
-def test_fuzz_state_dir_sources_known_bugs(
-    db: ckptdb.Database, tmp_path: Path, data: st.DataObject
-) -> None:
-    fuzz_state_dir_sources(db, tmp_path, known_bugs=True, data=data)
+    fuzz_state_dir_sources(db, tmp_path, data=data)
 
 
 # -- the command line -----------------------------------------------------------------------
 
 DOCUMENTED = {0} | {code for _, code in EXIT_CODES} | {2}
-KNOWN_EXIT_1 = {"sql_error"}  # see test_bug_cli_sql_syntax_error_exits_1
 
 
 @pytest.fixture
@@ -874,28 +799,34 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[str], list[str]]] = {
 }  # fmt: skip
 
 
-def garbage(known_bugs: bool = False) -> st.SearchStrategy[str]:
-    """Arbitrary argument text that cannot name a path outside the sandbox. With
-    ``known_bugs`` also what a shell can really pass: bytes that are not UTF-8, which Python
-    turns into lone surrogates (surrogateescape, e.g. ``--reason $'\\xff'``), and names
-    longer than a file name may be."""
-    text = hostile_text(False, 4)
-    if known_bugs:
-        argv_bytes = st.binary(min_size=1, max_size=12).map(
-            lambda b: b.decode("utf-8", "surrogateescape")
-        )
-        text = st.one_of(text, argv_bytes, argv_bytes, st.integers(256, 400).map("n".__mul__))
+def garbage() -> st.SearchStrategy[str]:
+    """Arbitrary argument text that cannot name a path outside the sandbox, including what
+    a shell can really pass: bytes that are not UTF-8, which Python turns into lone
+    surrogates (surrogateescape, e.g. ``--reason $'\\xff'``), and names longer than a file
+    name may be."""
+    argv_bytes = st.binary(min_size=1, max_size=12).map(
+        lambda b: b.decode("utf-8", "surrogateescape")
+    )
+    text = st.one_of(
+        hostile_text(4), argv_bytes, argv_bytes, st.integers(256, 400).map("n".__mul__)
+    )
     return text.filter(
         lambda s: (
             "\x00" not in s
             and not s.startswith(("/", "~"))
             and ".." not in s
-            and (known_bugs or len(s.encode()) <= 200)
+            and all(_argv_char(c) for c in s)
         )
     )
 
 
-def cli_argv(box: dict[str, Any], data: st.DataObject, known_bugs: bool) -> list[str]:
+def _argv_char(c: str) -> bool:
+    """Whether argv can hold ``c``: of the surrogates, only surrogateescape's (U+DC80 to
+    U+DCFF, one per byte that is not UTF-8) reach a program."""
+    return not "\ud800" <= c <= "\udfff" or "\udc80" <= c <= "\udcff"
+
+
+def cli_argv(box: dict[str, Any], data: st.DataObject) -> list[str]:
     command = data.draw(st.sampled_from(sorted(COMMANDS)))
     positionals, flags, options = COMMANDS[command]
     ids: list[str] = box["ids"]
@@ -956,25 +887,23 @@ def cli_argv(box: dict[str, Any], data: st.DataObject, known_bugs: bool) -> list
         argv = ["migrate", data.draw(kinds["db"]), command[2]]
     else:
         argv = list(command)
-        argv += [data.draw(st.one_of(kinds[k], garbage(known_bugs))) for k in positionals]
+        argv += [data.draw(st.one_of(kinds[k], garbage())) for k in positionals]
     for flag in flags:
         if data.draw(st.booleans()):
             argv.append(flag)
     for option in options:
         if data.draw(st.integers(0, 2)) == 0:
-            argv += [option, data.draw(st.one_of(values[option], garbage(known_bugs)))]
+            argv += [option, data.draw(st.one_of(values[option], garbage()))]
     if data.draw(st.booleans()):
         argv.append("--json")
     if data.draw(st.integers(0, 5)) == 0:  # garbage anywhere: extra args, unknown options
-        extra = data.draw(
-            st.one_of(garbage(known_bugs), st.sampled_from(["--nope", "-x", "--", "-h"]))
-        )
+        extra = data.draw(st.one_of(garbage(), st.sampled_from(["--nope", "-x", "--", "-h"])))
         argv.insert(data.draw(st.integers(0, len(argv))), extra)
     return argv
 
 
-def fuzz_cli_arguments(cli_box: dict[str, Any], known_bugs: bool, data: st.DataObject) -> None:
-    argv = cli_argv(cli_box, data, known_bugs)
+def fuzz_cli_arguments(cli_box: dict[str, Any], data: st.DataObject) -> None:
+    argv = cli_argv(cli_box, data)
     db = cli_box["db"]
     before_files = file_bytes(db)
     before_rows = logical_state(db)
@@ -982,11 +911,7 @@ def fuzz_cli_arguments(cli_box: dict[str, Any], known_bugs: bool, data: st.DataO
     detail = (argv, result.exit_code, result.output[-500:], result.stderr[-500:])
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(("traceback", type(result.exception).__name__, *detail))
-    assert result.exit_code in DOCUMENTED | {1}, detail
-    if result.exit_code == 1:
-        # The only exit 1 known today: a SQL syntax error from `ckptdb sql` (a bug).
-        text = result.output + result.stderr
-        assert any(code in text for code in KNOWN_EXIT_1), detail
+    assert result.exit_code in DOCUMENTED, detail
     if result.exit_code != 0:
         if argv[0] == "verify" or (argv[0] == "import" and result.exit_code == 4):
             return  # a verify receipt / a partial import with conflicts are documented
@@ -997,26 +922,14 @@ def fuzz_cli_arguments(cli_box: dict[str, Any], known_bugs: bool, data: st.DataO
 @fuzz(150)
 @given(data=st.data())
 def test_fuzz_cli_arguments(cli_box: dict[str, Any], data: st.DataObject) -> None:
-    fuzz_cli_arguments(cli_box, known_bugs=False, data=data)
+    fuzz_cli_arguments(cli_box, data=data)
 
 
-@KNOWN
-@fuzz(150, known=True)
-@given(data=st.data())
-def test_fuzz_cli_arguments_known_bugs(cli_box: dict[str, Any], data: st.DataObject) -> None:
-    fuzz_cli_arguments(cli_box, known_bugs=True, data=data)
+# -- the bugs the fuzzers found: minimal reproductions, kept as regression tests ------------
 
 
-# -- minimal reproductions of the bugs the fuzzers found ----------------------------------------
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a str entry value (or `reason`) with a lone surrogate reaches "
-    "str.encode('utf-8') in BlobStore.prepare / the apsw binding: UnicodeEncodeError",
-)
 @pytest.mark.parametrize("where", ["value", "reason"])
-def test_bug_lone_surrogate_in_str_value_or_reason_is_a_typed_error(
+def test_lone_surrogate_in_str_value_or_reason_is_a_typed_error(
     db: ckptdb.Database, where: str
 ) -> None:
     before = logical_state(db.path)
@@ -1028,42 +941,23 @@ def test_bug_lone_surrogate_in_str_value_or_reason_is_a_typed_error(
     assert logical_state(db.path) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a database path with bytes that are not UTF-8 (legal on POSIX; Python "
-    "holds it as surrogateescape) reaches apsw.Connection / urllib.parse.quote: "
-    "UnicodeEncodeError, after an empty file was created at that path",
-)
-def test_bug_database_path_that_is_not_utf8_is_refused_cleanly(tmp_path: Path) -> None:
+def test_database_path_that_is_not_utf8_is_refused_cleanly(tmp_path: Path) -> None:
     path = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.ckpt")
     with pytest.raises(errors.CkptdbError):
         ckptdb.open(path).close()
     assert not os.path.exists(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `ckptdb commit ... --reason $'\\xff'` and `ckptdb sql DB $'\\xff'` end in a "
-    "UnicodeEncodeError traceback (exit 1): argv bytes that are not UTF-8 become lone "
-    "surrogates that reach apsw",
-)
 @pytest.mark.parametrize("argv", [["commit", "DB", "ns", "files", "--reason", "why\udcff"],
                                   ["sql", "DB", "SELECT '\udcff'"]])  # fmt: skip
-def test_bug_cli_non_utf8_argument_is_a_typed_error(
-    cli_box: dict[str, Any], argv: list[str]
-) -> None:
+def test_cli_non_utf8_argument_is_a_typed_error(cli_box: dict[str, Any], argv: list[str]) -> None:
     argv = [cli_box["db"] if a == "DB" else a for a in argv]
     result = CliRunner().invoke(main, argv)
     assert isinstance(result.exception, SystemExit | None), result.exception
     assert result.exit_code == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ckptdb/blobs.py _open_regular_file opens the path (O_RDONLY blocks on a "
-    "FIFO until a writer appears) before checking it is a regular file: commit hangs forever",
-)
-def test_bug_fifo_entry_is_refused_without_blocking(tmp_path: Path) -> None:
+def test_fifo_entry_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     code = (
@@ -1083,27 +977,14 @@ def test_bug_fifo_entry_is_refused_without_blocking(tmp_path: Path) -> None:
     assert done.stdout.strip() == "refused", done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Database.gc converts grace with int()/float arithmetic unchecked: "
-    "grace=nan raises ValueError, grace=1e300 raises OverflowError",
-)
 @pytest.mark.parametrize("grace", [float("nan"), 1e300, float("inf")])
-def test_bug_gc_grace_out_of_range_is_a_typed_error(db: ckptdb.Database, grace: float) -> None:
+def test_gc_grace_out_of_range_is_a_typed_error(db: ckptdb.Database, grace: float) -> None:
     with pytest.raises(errors.InvalidInputError):
         db.gc(grace=grace, dry_run=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ckptdb/checkout.py only catches FileNotFoundError from lstat and creates "
-    "the staging directory outside its try: a file in the parent chain gives "
-    "NotADirectoryError, a long target name OSError(ENAMETOOLONG)",
-)
-@pytest.mark.parametrize("target", ["afile/target", "afile/x/y", "L" * 240, "L" * 300])
-def test_bug_checkout_target_errors_are_typed(
-    db: ckptdb.Database, tmp_path: Path, target: str
-) -> None:
+@pytest.mark.parametrize("target", ["afile/target", "afile/x/y", "L" * 300])
+def test_checkout_target_errors_are_typed(db: ckptdb.Database, tmp_path: Path, target: str) -> None:
     db.commit("ns", {"a/b": b"1"})
     (tmp_path / "afile").write_bytes(b"in the way")
 
@@ -1114,6 +995,18 @@ def test_bug_checkout_target_errors_are_typed(
     with pytest.raises(errors.CkptdbError):
         db.checkout("ns@current", tmp_path / target)
     assert snapshot() == before
+
+
+def test_checkout_to_a_long_target_name_that_fits_the_file_system(
+    db: ckptdb.Database, tmp_path: Path
+) -> None:
+    """The staging directory's name does not grow with the target's: a 250-byte name (the
+    limit is 255) is a fine target."""
+    db.commit("ns", {"a/b": b"1"})
+    result = db.checkout("ns@current", tmp_path / ("L" * 250))
+    assert (tmp_path / ("L" * 250) / "a" / "b").read_bytes() == b"1"
+    assert result.files == 1
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("test.ckpt")] == ["L" * 250]
 
 
 def _json_dir_doc(directory: Path, extra: str) -> None:
@@ -1127,13 +1020,6 @@ def _json_dir_doc(directory: Path, extra: str) -> None:
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: importers let ValueError (NaN/Infinity through canonical.dumps), "
-    "UnicodeEncodeError (lone surrogate through .encode) and RecursionError (deeply nested "
-    "JSON through json.loads) escape: json_dir._document callers catch only "
-    "SourceError/CorruptionError/OSError, state_dir and fs_store._manifest only ValueError",
-)
 @pytest.mark.parametrize(
     ("kind", "trigger"),
     [
@@ -1146,7 +1032,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
         ("fs-store", "DEEP_CURRENT"),
     ],
 )
-def test_bug_importers_refuse_hostile_json_with_a_typed_error(
+def test_importers_refuse_hostile_json_with_a_typed_error(
     db: ckptdb.Database, tmp_path: Path, kind: str, trigger: str
 ) -> None:
     src = tmp_path / "src"
@@ -1188,23 +1074,12 @@ def test_bug_importers_refuse_hostile_json_with_a_typed_error(
     assert db.verify().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `ckptdb sql DB 'SELEC x'` exits 1 ('unexpected internal error (a bug)') "
-    "because SqlFailure is missing from cli.EXIT_CODES; a bad query is invalid input (7). "
-    "tests/test_cli.py::test_sql_reads_with_table_json_and_csv pins the 1 today",
-)
-def test_bug_cli_sql_syntax_error_is_not_exit_1(cli_box: dict[str, Any]) -> None:
+def test_cli_sql_syntax_error_is_not_exit_1(cli_box: dict[str, Any]) -> None:
     result = CliRunner().invoke(main, ["sql", cli_box["db"], "SELEC nonsense", "--json"])
     assert result.exit_code == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the CLI turns `--keep-matching KEY=NaN` into a stored rule KEY=null "
-    "(RetentionPolicy serializes NaN as null) instead of refusing it",
-)
-def test_bug_keep_matching_nan_is_refused(cli_box: dict[str, Any]) -> None:
+def test_keep_matching_nan_is_refused(cli_box: dict[str, Any]) -> None:
     result = CliRunner().invoke(
         main, ["retention", "set", cli_box["db"], "--keep-matching", "run=NaN"]
     )

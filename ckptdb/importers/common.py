@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import time
@@ -27,6 +28,8 @@ def lstat_regular(path: Path) -> os.stat_result:
         st = os.lstat(path)
     except FileNotFoundError:
         raise errors.SourceError(f"{path} does not exist") from None
+    except OSError as exc:  # a name too long, a file in the parent chain, no permission
+        raise errors.SourceError(f"cannot read {path}: {exc.strerror}") from exc
     if stat.S_ISLNK(st.st_mode):
         raise errors.SourceError(f"{path} is a symlink; importers never follow symlinks")
     if not stat.S_ISREG(st.st_mode):
@@ -40,6 +43,8 @@ def require_directory(path: Path) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         raise errors.SourceError(f"{path} does not exist") from None
+    except OSError as exc:  # a name too long, a file in the parent chain, no permission
+        raise errors.SourceError(f"cannot read {path}: {exc.strerror}") from exc
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise errors.SourceError(f"{path} is not a directory (symlinks are not followed)")
 
@@ -53,6 +58,35 @@ def read_no_follow(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     if len(data) > limit:
         raise errors.SourceError(f"{path} is larger than {limit} bytes")
     return data
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_json(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> Any:
+    """Read and parse a JSON document strictly, or raise SourceError: it must be UTF-8,
+    hold no NaN/Infinity, no text with lone surrogates (escaped ``\\ud800``), and nest no
+    deeper than the parser allows."""
+    data = read_no_follow(path, limit)
+    try:
+        document = json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise errors.SourceError(f"{path} is not valid JSON: {reason}") from exc
+    stack = [document]
+    while stack:  # iterative: the document may be as deep as the parser allowed
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and validation.has_surrogate(value):
+            raise errors.SourceError(
+                f"{path} holds text with a lone surrogate escape, which is not valid Unicode"
+            )
+    return document
 
 
 def sha256_file(path: Path) -> tuple[str, int]:

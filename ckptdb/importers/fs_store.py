@@ -19,7 +19,6 @@ cannot be read is refused: the importer does not guess which checkpoint is curre
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -31,6 +30,7 @@ from .common import (
     Collector,
     Progress,
     inside,
+    load_json,
     lstat_regular,
     namespace_for,
     read_no_follow,
@@ -47,12 +47,7 @@ def _manifest(root: Path, checkpoint_id: str) -> dict[str, Any]:
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise errors.SourceError(f"checkpoints/{checkpoint_id} is not a directory (or a symlink)")
-    try:
-        manifest = json.loads(read_no_follow(path / "manifest.json"))
-    except ValueError as exc:
-        raise errors.SourceError(
-            f"manifest of {checkpoint_id[:12]} is not valid JSON: {exc}"
-        ) from exc
+    manifest = load_json(path / "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("checkpoint_id") != checkpoint_id:
         raise errors.SourceError(
             f"manifest of {checkpoint_id[:12]} does not name its own directory's id"
@@ -123,15 +118,17 @@ def import_fs_store(
     require_directory(root)
     require_directory(root / "checkpoints")
     try:
-        pointer = json.loads(read_no_follow(root / "CURRENT", 64 * 1024))
-        current = pointer["current_checkpoint_id"]
-        if not isinstance(current, str) or not validation.is_full_id(current):
-            raise ValueError("current_checkpoint_id is not a checkpoint id")
-    except (ValueError, KeyError, TypeError) as exc:
+        pointer = load_json(root / "CURRENT", 64 * 1024)
+    except errors.SourceError as exc:
         raise errors.SourceError(
-            f"{root / 'CURRENT'} cannot be read ({exc}); refusing to guess which checkpoint "
-            "is current. Nothing was imported."
+            f"{exc.message}; refusing to guess which checkpoint is current. Nothing was imported."
         ) from exc
+    current = pointer.get("current_checkpoint_id") if isinstance(pointer, dict) else None
+    if not isinstance(current, str) or not validation.is_full_id(current):
+        raise errors.SourceError(
+            f"{root / 'CURRENT'} does not name a checkpoint (current_checkpoint_id); refusing "
+            "to guess which checkpoint is current. Nothing was imported."
+        )
     collector = Collector(db, KIND, os.path.abspath(source), dry_run)
 
     # Walk the lineage from CURRENT; what cannot be read ends the walk.

@@ -13,7 +13,6 @@ valid JSON is skipped and reported.
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from .common import (
     Collector,
     Progress,
     canonical_digest,
+    load_json,
     namespace_for,
     read_no_follow,
     require_directory,
@@ -34,10 +34,7 @@ _REQUIRED = ("checkpointId", "runId", "createdAt", "checkpointDigest")
 
 
 def _document(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(read_no_follow(path))
-    except ValueError as exc:
-        raise errors.SourceError(f"not valid JSON: {exc}") from exc
+    doc = load_json(path)
     if not isinstance(doc, dict):
         raise errors.SourceError("not a JSON object")
     missing = [k for k in _REQUIRED if not isinstance(doc.get(k), str) or not doc.get(k)]

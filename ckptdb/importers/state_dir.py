@@ -15,14 +15,13 @@ directory again changes nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 from .. import errors, models
-from .common import Collector, Progress, lstat_regular, namespace_for, read_no_follow
+from .common import Collector, Progress, load_json, lstat_regular, namespace_for, read_no_follow
 
 KIND = "state-dir"
 SUPPORTED_SCHEMA_VERSION = 2
@@ -42,13 +41,11 @@ def import_state_dir(
     st_root = os.lstat(root) if os.path.lexists(root) else None
     if st_root is None or stat.S_ISLNK(st_root.st_mode) or not stat.S_ISDIR(st_root.st_mode):
         raise errors.SourceError(f"{root} is not a directory (symlinks are not followed)")
+    manifest_stat = lstat_regular(root / _MANIFEST)
     try:
-        manifest_stat = lstat_regular(root / _MANIFEST)
-        manifest = json.loads(read_no_follow(root / _MANIFEST, 1024 * 1024))
-    except ValueError as exc:
-        raise errors.SourceError(
-            f"{root / _MANIFEST} is not valid JSON ({exc}): the state was never committed"
-        ) from exc
+        manifest = load_json(root / _MANIFEST, 1024 * 1024)
+    except errors.SourceError as exc:
+        raise errors.SourceError(f"{exc.message}: the state was never committed") from exc
     if not isinstance(manifest, dict):
         raise errors.SourceError(f"{root / _MANIFEST} is not a JSON object")
     version = manifest.get("schema_version", 0)
