@@ -46,7 +46,10 @@ Params = Sequence[Any] | dict[str, Any]
 
 #: ``PRAGMA application_id`` of every ckptdb file: the bytes "ckpt" read as a big-endian int.
 APPLICATION_ID = 0x636B7074
-DEFAULT_PAGE_SIZE = 16384
+#: Page size of a new file. Measured against 8 and 16 KiB (docs/performance.md): 4 KiB
+#: is faster for small commits (every page a commit touches goes to the WAL and is
+#: fsynced) and no slower for large ones (chunks are overflow pages either way).
+DEFAULT_PAGE_SIZE = 4096
 DEFAULT_BUSY_TIMEOUT = 30.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 CACHE_SIZE_KIB = 8 * 1024

@@ -56,14 +56,11 @@ from ...retention import RetentionPolicy
 from . import _layout
 from .errors import PickleRefusedError
 
-__all__ = ["DEFAULT_PAGE_SIZE", "AsyncCkptdbSaver", "CkptdbSaver", "migrations_dir"]
+__all__ = ["AsyncCkptdbSaver", "CkptdbSaver", "migrations_dir"]
 
 log = logging.getLogger(__name__)
 
 MIGRATION_SET = "langgraph"
-#: Page size of a file the saver creates: its rows are small, and every page a commit
-#: touches is written to the WAL, so small pages make each durable put cheaper.
-DEFAULT_PAGE_SIZE = 4096
 #: Rows fetched per read transaction while listing.
 LIST_PAGE = 64
 _SQL_VARS = 500  # parameters per IN (...) list, well under SQLite's limit
@@ -144,8 +141,8 @@ def _chunks(items: Sequence[_T], size: int = _SQL_VARS) -> Iterator[Sequence[_T]
 class CkptdbSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer storing its checkpoints in a ckptdb database file.
 
-    ``db`` is a path (the file is created 0600 if missing, with ``page_size`` 4 KiB, and
-    closed by :meth:`close`) or an open :class:`ckptdb.Database` (left open). The
+    ``db`` is a path (the file is created 0600 if missing, with ``page_size``, default
+    ckptdb's, and closed by :meth:`close`) or an open :class:`ckptdb.Database` (left open). The
     integration's tables are created or upgraded on construction (migration set
     ``langgraph``). ``serde`` must be LangGraph's ``JsonPlusSerializer`` with pickle
     disabled (the default), optionally wrapped in an ``EncryptedSerializer``.
@@ -166,7 +163,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         inline_max: int = _layout.DEFAULT_INLINE_MAX,
         busy_timeout: float | None = 30.0,
-        page_size: int = DEFAULT_PAGE_SIZE,
+        page_size: int | None = None,
         gc_grace_seconds: float | None = None,
     ) -> None:
         super().__init__(serde=checked_serde(serde))
