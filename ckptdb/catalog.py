@@ -244,6 +244,18 @@ def recomputed_id(row: CheckpointRow, entries: list[EntryRow]) -> str:
     )
 
 
+def check_namespace(namespace: str, found: str, checkpoint_id: str) -> None:
+    """Raise CorruptionError when following stored links from ``namespace`` reached a
+    checkpoint of another namespace (only damage can make a link cross namespaces)."""
+    if found != namespace:
+        raise errors.CorruptionError(
+            f"checkpoint {checkpoint_id[:12]} was reached from namespace {namespace!r} but "
+            f"belongs to {found!r}; a stored link is damaged. Run `ckptdb verify`.",
+            checkpoint_id=checkpoint_id,
+            reason="wrong_namespace",
+        )
+
+
 def check_manifest(row: CheckpointRow, entries: list[EntryRow]) -> None:
     """Raise CorruptionError unless the stored rows hash to the checkpoint's id."""
     if len(entries) != row.entry_count or recomputed_id(row, entries) != row.id:

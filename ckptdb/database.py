@@ -566,13 +566,7 @@ class Database:
         out: list[Checkpoint] = []
         for row in catalog.lineage(conn, ptr.current_id, limit):
             cp = self._handle(conn, row)
-            if cp.namespace != ns:
-                raise errors.CorruptionError(
-                    f"the lineage of {ns!r} reaches {cp.id[:12]} of namespace "
-                    f"{cp.namespace!r}; a stored link is damaged. Run `ckptdb verify`.",
-                    checkpoint_id=cp.id,
-                    reason="wrong_namespace",
-                )
+            catalog.check_namespace(ns, cp.namespace, cp.id)
             out.append(cp)
         if not out:
             raise errors.CorruptionError(

@@ -55,13 +55,7 @@ def _manifest(
     damage)."""
     with conn.read_transaction():
         cp = Checkpoint(db, row, catalog.entries_of(conn, row.seq))
-    if cp.namespace != namespace:
-        raise errors.CorruptionError(
-            f"checkpoint {row.id[:12]} was reached from namespace {namespace!r} but belongs "
-            f"to {cp.namespace!r}; a stored link is damaged",
-            checkpoint_id=row.id,
-            reason="wrong_namespace",
-        )
+    catalog.check_namespace(namespace, cp.namespace, cp.id)
     return cp
 
 

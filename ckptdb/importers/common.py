@@ -22,14 +22,18 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 Progress = Callable[[int, int], None]
 
 
-def lstat_regular(path: Path) -> os.stat_result:
-    """lstat ``path``; refuse a symlink or anything but a regular file (SourceError)."""
+def _lstat(path: Path) -> os.stat_result:
     try:
-        st = os.lstat(path)
+        return os.lstat(path)
     except FileNotFoundError:
         raise errors.SourceError(f"{path} does not exist") from None
     except OSError as exc:  # a name too long, a file in the parent chain, no permission
         raise errors.SourceError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def lstat_regular(path: Path) -> os.stat_result:
+    """lstat ``path``; refuse a symlink or anything but a regular file (SourceError)."""
+    st = _lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise errors.SourceError(f"{path} is a symlink; importers never follow symlinks")
     if not stat.S_ISREG(st.st_mode):
@@ -39,12 +43,7 @@ def lstat_regular(path: Path) -> os.stat_result:
 
 def require_directory(path: Path) -> None:
     """Refuse a source root that is missing, a symlink or not a directory."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise errors.SourceError(f"{path} does not exist") from None
-    except OSError as exc:  # a name too long, a file in the parent chain, no permission
-        raise errors.SourceError(f"cannot read {path}: {exc.strerror}") from exc
+    st = _lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise errors.SourceError(f"{path} is not a directory (symlinks are not followed)")
 

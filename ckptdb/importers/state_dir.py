@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors, models
-from .common import Collector, Progress, load_json, lstat_regular, namespace_for, read_no_follow
+from .common import (
+    Collector,
+    Progress,
+    load_json,
+    lstat_regular,
+    namespace_for,
+    read_no_follow,
+    require_directory,
+)
 
 KIND = "state-dir"
 SUPPORTED_SCHEMA_VERSION = 2
@@ -38,9 +46,7 @@ def import_state_dir(
 ) -> models.ImportReport:
     """Import the committed state of an engine-state directory as one checkpoint."""
     root = Path(source)
-    st_root = os.lstat(root) if os.path.lexists(root) else None
-    if st_root is None or stat.S_ISLNK(st_root.st_mode) or not stat.S_ISDIR(st_root.st_mode):
-        raise errors.SourceError(f"{root} is not a directory (symlinks are not followed)")
+    require_directory(root)
     manifest_stat = lstat_regular(root / _MANIFEST)
     try:
         manifest = load_json(root / _MANIFEST, 1024 * 1024)
