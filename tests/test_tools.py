@@ -1,0 +1,84 @@
+"""The benchmarks and profilers under tools/ still run: each in its quick mode, in its own
+process, writing its JSON report. Only the shape of the report is checked -- timings are
+the tools' business, never a test's (docs/performance.md holds the figures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, child_env
+
+
+def run_tool(tmp_path: Path, *argv: str) -> Any:
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / argv[0]), *argv[1:], "--json", str(out)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def _positive(*values: Any) -> bool:
+    return all(isinstance(v, int | float) and v > 0 for v in values)
+
+
+@pytest.mark.slow
+def test_bench_commit_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_commit.py", "--quick", "--dir", str(tmp_path))
+    rates = report["small_commit"]["commits_per_second"]
+    assert set(rates) == {"fs-store", "floor", "ckptdb"} and _positive(*rates.values())
+    assert _positive(report["small_commit"]["ckptdb_vs_fs_store"])
+    large = report["large_entry"]
+    assert _positive(large["ckptdb_write_MBps"], large["ckptdb_read_MBps"], large["bytes"])
+
+
+@pytest.mark.slow
+def test_bench_gc_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_gc.py", "--quick")
+    small, large = report["runs"]
+    assert large["checkpoints"] == 5 * small["checkpoints"]
+    for run in report["runs"]:
+        # keep_last=5 over 100 namespaces: everything but 500 checkpoints goes.
+        assert run["deleted"] == run["checkpoints"] - 500
+        assert run["file_bytes_after"] < run["file_bytes_before"]
+    assert _positive(report["scaling_ratio_per_deleted"])
+
+
+@pytest.mark.slow
+def test_bench_pagesize_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_pagesize.py", "--quick")
+    assert set(report["median"]) == {"4096", "8192", "16384"}
+    for per_size in report["median"].values():
+        assert set(per_size) == {"small", "langgraph", "large"} and _positive(*per_size.values())
+    assert report["ratio_to_4096"]["4096"] == {"small": 1.0, "langgraph": 1.0, "large": 1.0}
+
+
+def test_profile_commit_attributes_every_frame(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "profile_commit.py", "--commits", "30")
+    frames = report["frames_by_btree"]
+    # Every commit writes the pointer and at least one page of its history and ids.
+    assert frames["pointer"] >= 1.0 and frames["sqlite_autoindex_checkpoint_1"] > 0
+    assert report["frames_per_commit"] == pytest.approx(sum(frames.values()), abs=0.2)
+    assert 0 < report["of_which_COMMIT_us"] < report["commit_us"]
+
+
+@pytest.mark.slow
+def test_bench_langgraph_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_langgraph.py", "--quick", "--dir", str(tmp_path))
+    for workload in ("1kb", "100kb"):
+        result = report[workload]
+        for saver in ("sqlite", "ckptdb"):
+            assert _positive(result[saver]["puts_per_s"], result[saver]["file_bytes"])
+        assert result["ckptdb"]["kept_checkpoints"] == 1
+        assert result["ckptdb"]["file_bytes_after_prune"] < result["ckptdb"]["file_bytes"]
