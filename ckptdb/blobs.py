@@ -257,6 +257,15 @@ class _BackgroundHash:
         self._pool.shutdown(wait=True)
 
 
+def verified_inline(stored: object, size: int, digest: str) -> bytes | None:
+    """The inline bytes of a blob row when they have ``size`` and ``digest``, else None. A
+    damaged record can hold a value of any type where the bytes should be."""
+    data = b"" if stored is None else stored
+    if not isinstance(data, bytes) or len(data) != size:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == digest else None
+
+
 class BlobStore:
     """SQL for blobs and chunks, on one connection."""
 
@@ -501,8 +510,8 @@ class BlobStore:
                 f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
             )
         if row[0] == 0:
-            data = bytes(row[1]) if row[1] is not None else b""
-            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            data = verified_inline(row[1], size, digest)
+            if data is None:
                 raise errors.CorruptionError(
                     f"stored bytes of entry {where.get('entry')!r} do not match digest "
                     f"{digest[:12]}; nothing was returned",

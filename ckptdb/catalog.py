@@ -298,8 +298,11 @@ def all_pointers(conn: Connection) -> list[PointerRow]:
 
 def checkpoint_counts(conn: Connection) -> dict[int, int]:
     """Number of stored checkpoints per namespace id."""
-    rows = conn.execute("SELECT namespace_id, count(*) FROM checkpoint GROUP BY namespace_id")
-    return {int(r[0]): int(r[1]) for r in rows}
+    counts: dict[int, int] = {}
+    for row in conn.execute("SELECT namespace_id, count(*) FROM checkpoint GROUP BY namespace_id"):
+        check_types(row, (int, int), "checkpoint row")
+        counts[row[0]] = row[1]
+    return counts
 
 
 def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[CheckpointRow]:

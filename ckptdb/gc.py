@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import errors, models, validation
+import pydantic
+
+from . import catalog, errors, models, validation
 from .connection import Connection
 from .receipts import store_receipt
 from .retention import Candidate, RetentionPolicy, kept_by_policy
@@ -42,6 +44,7 @@ DEFAULT_GRACE_SECONDS = 3600.0
 SWEEP_BATCH = 2000
 VACUUM_STEP_PAGES = 1024
 MAX_IDS_IN_RECEIPT = 1_000
+_CANDIDATE_TYPES: tuple[Any, ...] = (int, int, int, int, (str, type(None)))
 Progress = Callable[[int, int], None]
 
 
@@ -64,15 +67,28 @@ def _protected(conn: Connection) -> set[int]:
         "SELECT current_seq FROM pointer UNION SELECT fallback_seq FROM pointer"
         " WHERE fallback_seq IS NOT NULL UNION SELECT checkpoint_seq FROM pin"
     )
-    return {int(r[0]) for r in rows}
+    protected: set[int] = set()
+    for row in rows:
+        catalog.check_types(row, (int,), "pointer or pin row")
+        protected.add(row[0])
+    return protected
 
 
 def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
     """Stored retention policies by scope ('*' = database-wide)."""
-    return {
-        str(scope): RetentionPolicy.model_validate_json(policy)
-        for scope, policy in conn.execute("SELECT scope, policy FROM retention")
-    }
+    policies: dict[str, RetentionPolicy] = {}
+    for row in conn.execute("SELECT scope, policy FROM retention"):
+        catalog.check_types(row, (str, str), "retention row")
+        scope, policy = row
+        try:
+            policies[scope] = RetentionPolicy.model_validate_json(policy)
+        except pydantic.ValidationError as exc:
+            raise errors.CorruptionError(
+                f"the stored retention policy of {scope!r} is damaged ({exc.error_count()} "
+                "problem(s)). Set it again with `ckptdb retention`, or clear it.",
+                reason="retention_damaged",
+            ) from exc
+    return policies
 
 
 def _lineage_depths(conn: Connection, namespace_ids: list[int]) -> dict[int, int]:
@@ -139,17 +155,19 @@ def mark(
     for start in range(0, len(ns_ids), 500):
         part = ns_ids[start : start + 500]
         marks = ",".join("?" * len(part))
-        for seq, ns_id, generation, created, meta in conn.iterate(
+        for row in conn.iterate(
             "SELECT seq, namespace_id, generation, created_at_ms,"
             f" {'metadata' if with_meta else 'NULL'} FROM checkpoint"
             f" WHERE namespace_id IN ({marks})",
             part,
         ):
-            candidates[int(ns_id)].append(
+            catalog.check_types(row, _CANDIDATE_TYPES, "checkpoint row")
+            seq, ns_id, generation, created, meta = row
+            candidates[ns_id].append(
                 Candidate(
-                    seq=int(seq),
-                    generation=int(generation),
-                    created_at_ms=int(created),
+                    seq=seq,
+                    generation=generation,
+                    created_at_ms=created,
                     depth=depths.get(int(seq)),
                     metadata=validation.metadata_from_json(meta) if meta is not None else None,
                 )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 
 from . import __version__ as _version
-from . import errors
+from . import catalog, errors
 from .connection import APPLICATION_ID, Connection, open_probe
 from .resources import data_dir
 
@@ -56,6 +56,9 @@ class MigrationSet:
         if 1 <= version <= len(self.migrations):
             return self.migrations[version - 1]
         return None
+
+
+_APPLIED_TYPES = (str, int, str, str, int, str)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,9 @@ def applied(conn: Connection, migration_set: str) -> list[AppliedMigration]:
         " FROM ckptdb_migration WHERE migration_set = ? ORDER BY version",
         (migration_set,),
     )
-    return [AppliedMigration(*row) for row in rows]
+    return [
+        catalog.typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows
+    ]
 
 
 def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import catalog, errors, models
 from .connection import Connection
 
@@ -31,13 +33,14 @@ _SELECT = (
 )
 
 
-def _model(row: tuple[object, ...]) -> models.Pin:
+def _model(row: tuple[Any, ...]) -> models.Pin:
+    catalog.check_types(row, (str, str, str, int, (str, type(None))), "pin row")
     return models.Pin(
-        name=str(row[0]),
-        checkpoint_id=str(row[1]),
-        namespace=str(row[2]),
-        created_at=models.from_ms(int(row[3])),  # type: ignore[call-overload]
-        note=None if row[4] is None else str(row[4]),
+        name=row[0],
+        checkpoint_id=row[1],
+        namespace=row[2],
+        created_at=models.from_ms(row[3]),
+        note=row[4],
     )
 
 

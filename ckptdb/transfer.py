@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import catalog, errors, models, validation
-from .blobs import BlobStore
+from .blobs import BlobStore, verified_inline
 from .canonical import chunk_list_digest
 from .connection import Connection
 from .files import fsync_directory
@@ -136,9 +136,11 @@ class _Copier:
                 " JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ? ORDER BY bc.seq",
                 (entry.blob_id,),
             )
+            for c in chunks:
+                catalog.check_types(c, (int, str, int), "chunk row")
             if (
                 len(chunks) != entry.chunk_count
-                or chunk_list_digest(str(c[1]) for c in chunks) != list_digest
+                or chunk_list_digest(c[1] for c in chunks) != list_digest
             ):
                 raise errors.CorruptionError(
                     f"source blob {entry.digest[:12]}: its chunk list is damaged",
@@ -146,8 +148,8 @@ class _Copier:
                     reason="chunk_list_mismatch",
                 )
             for c in chunks:
-                self._copy_chunk(int(c[0]), str(c[1]), int(c[2]), now_ms)
-            staged[entry.digest] = [str(c[1]) for c in chunks]
+                self._copy_chunk(c[0], c[1], c[2], now_ms)
+            staged[entry.digest] = [c[1] for c in chunks]
         return staged
 
     def ensure_blob(
@@ -165,8 +167,8 @@ class _Copier:
             data = self.src.scalar(
                 "SELECT inline_data FROM blob WHERE blob_id = ?", (entry.blob_id,)
             )
-            data = bytes(data) if data is not None else b""
-            if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.digest:
+            data = verified_inline(data, entry.size, entry.digest)
+            if data is None:
                 raise errors.CorruptionError(
                     f"source entry {entry.name!r}: stored bytes do not match digest "
                     f"{entry.digest[:12]}; nothing was copied",

@@ -23,8 +23,11 @@ class _Report:
         self.problems: list[models.Problem] = []
         self.bytes_checked = 0
 
-    def add(self, code: str, detail: str, **where: str | None) -> None:
-        self.problems.append(models.Problem(code=code, detail=detail, **where))
+    def add(self, code: str, detail: str, **where: object) -> None:
+        # Locations often come from the damaged row itself, where a flipped serial type can
+        # turn a text column into any SQLite type; a location that is not text names nothing.
+        located = {k: v if isinstance(v, str) else None for k, v in where.items()}
+        self.problems.append(models.Problem(code=code, detail=detail, **located))
 
 
 def _phase(report: _Report, name: str, run: Callable[[], T], default: T) -> T:
@@ -214,7 +217,7 @@ def _checkpoints(
                 report.add(
                     "manifest_mismatch",
                     str(exc),
-                    checkpoint_id=r[1] if isinstance(r[1], str) else None,
+                    checkpoint_id=r[1],
                 )
                 row = None
             entries = []
@@ -240,7 +243,7 @@ def _checkpoints(
                     str(exc),
                     checkpoint_id=row.id,
                     namespace=row.namespace,
-                    entry=r[10] if isinstance(r[10], str) else None,
+                    entry=r[10],
                 )
     finish()
     return checked

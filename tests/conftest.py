@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,3 +74,26 @@ def raw_sql(
         return [tuple(r) for r in conn.execute(sql, params)]
     finally:
         conn.close()
+
+
+def store_wrong_types(path: str | Path, table: str, values: dict[str, object]) -> int:
+    """Store values of the wrong type in every row of ``table``, as a flipped serial-type
+    byte of a record would, and return how many rows changed. STRICT and column affinity
+    act only when a row is written, so the table is declared without them for this one
+    UPDATE and its schema is put back afterwards."""
+    (original,) = raw_sql(path, "SELECT sql FROM sqlite_schema WHERE name = ?", (table,))[0]
+    assert isinstance(original, str)
+    loose = re.sub(r"\b(TEXT|BLOB|REAL)\b", "ANY", original)
+    loose = re.sub(r"\bINTEGER\b(?! PRIMARY KEY)", "ANY", loose)  # keep rowid aliases
+    loose = loose.replace(") STRICT, WITHOUT ROWID", ") WITHOUT ROWID").replace(") STRICT", ")")
+    rewrite = "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = ? WHERE name = ?"
+    raw_sql(path, rewrite, (loose, table))
+    assignments = ", ".join(f"{column} = ?" for column in values)
+    changed = raw_sql(
+        path,
+        "PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON;"
+        f" UPDATE OR IGNORE {table} SET {assignments}; SELECT changes()",
+        tuple(values.values()),
+    )
+    raw_sql(path, rewrite, (original, table))
+    return int(changed[0][0])  # type: ignore[call-overload]

@@ -20,7 +20,7 @@ import apsw
 import corruption_campaign as campaign
 import pytest
 from click.testing import CliRunner
-from conftest import raw_sql
+from conftest import raw_sql, store_wrong_types
 
 import ckptdb
 from ckptdb import errors
@@ -362,6 +362,25 @@ def test_verify_reports_a_truncated_pointer_history(db_path: Path) -> None:
     )
     with ckptdb.open(db_path) as db:
         assert not db.verify().ok
+
+
+# -- B20: a location of the wrong type in a damaged record (full campaign, seed 7, case 754) --
+
+
+def test_verify_reports_a_receipt_whose_locations_are_not_text(db_path: Path) -> None:
+    _two_namespaces(db_path)
+    with ckptdb.open(db_path) as db:
+        db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
+    assert store_wrong_types(db_path, "receipt", {"namespace": 7, "checkpoint_id": 1795964554602})
+    assert raw_sql(db_path, "SELECT DISTINCT typeof(checkpoint_id) FROM receipt") == [("integer",)]
+    with ckptdb.open(db_path) as db:
+        report = db.verify()
+        assert not report.ok
+        damaged = [p for p in report.problems if p.code == "receipt_mismatch"]
+        assert damaged and all(p.checkpoint_id is None and p.namespace is None for p in damaged)
+        with pytest.raises(errors.CorruptionError):
+            db.receipts()
+        assert db.load("alpha").checkpoint.read("s") == b"alpha-3"  # the data is untouched
 
 
 # -- the harness itself -----------------------------------------------------------------------
