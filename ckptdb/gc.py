@@ -85,7 +85,8 @@ def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
         except pydantic.ValidationError as exc:
             raise errors.CorruptionError(
                 f"the stored retention policy of {scope!r} is damaged ({exc.error_count()} "
-                "problem(s)). Set it again with `ckptdb retention`, or clear it.",
+                "problem(s)). Set it again (`set_retention`, `ckptdb retention set`) or clear "
+                "it (`clear_retention`, `ckptdb retention clear`).",
                 reason="retention_damaged",
             ) from exc
     return policies
@@ -168,7 +169,7 @@ def mark(
                     seq=seq,
                     generation=generation,
                     created_at_ms=created,
-                    depth=depths.get(int(seq)),
+                    depth=depths.get(seq),
                     metadata=validation.metadata_from_json(meta) if meta is not None else None,
                 )
             )
