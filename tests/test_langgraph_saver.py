@@ -6,14 +6,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import child_env
+from conftest import child_env, store_wrong_types
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance import checkpointer_test, validate
@@ -479,3 +480,77 @@ def test_unchanged_channels_are_referenced_and_a_collected_blob_is_sent_again(
         got = saver.get_tuple(again)
         assert got is not None and got.checkpoint["channel_values"]["big"] == big
         assert saver.db.verify().ok
+
+
+# -- damaged rows of the saver's own tables ----------------------------------------------
+
+
+def _saver_columns() -> list[tuple[str, str, str]]:
+    """(table, column, declared type) of the saver's tables, rowid aliases excepted."""
+    import apsw
+
+    from ckptdb.integrations.langgraph import saver as saver_module
+
+    conn = apsw.Connection(":memory:")
+    migrations = Path(saver_module.__file__).parent / "migrations"
+    for sql in sorted(migrations.glob("*.sql")):
+        conn.execute(sql.read_text())
+    columns = []
+    for (table,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'"):
+        info = list(conn.execute(f"PRAGMA table_info({table})"))
+        keys = [r for r in info if r[5]]
+        for r in info:
+            if not (keys == [r] and r[2] == "INTEGER"):
+                columns.append((str(table), str(r[1]), str(r[2]).lower()))
+    return columns
+
+
+SAVER_COLUMNS = _saver_columns()
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "declared"), SAVER_COLUMNS, ids=[f"{t}.{c}" for t, c, _ in SAVER_COLUMNS]
+)
+def test_a_damaged_saver_row_is_a_typed_error(
+    tmp_path: Path, table: str, column: str, declared: str
+) -> None:
+    """A value of the wrong type in any column of the saver's tables (a flipped serial-type
+    byte) makes every saver call return or raise a CkptdbError, never crash."""
+    pristine = tmp_path / "pristine.ckpt"
+    with CkptdbSaver(pristine) as saver:
+        config = cfg("t1")
+        for i in range(3):
+            cp = make_checkpoint({"a": i, "b": "x"}, {"a": i + 1, "b": 1})
+            config = saver.put(
+                config, cp, {"source": "loop", "step": i, "run_id": "r1"}, {"a": i + 1}
+            )
+            saver.put_writes(config, [("a", i), ("__interrupt__", "q")], task_id=f"task{i}")
+    damaged = 0
+    for kind, value in {"integer": 12345, "real": 1.5, "text": "x", "blob": b"\x07"}.items():
+        if kind == declared:
+            continue
+        path = tmp_path / f"{kind}.ckpt"
+        shutil.copy(pristine, path)
+        if not store_wrong_types(path, table, {column: value}):
+            continue
+        damaged += 1
+        untyped = []
+        with CkptdbSaver(path) as saver:
+            calls: dict[str, Callable[[], object]] = {
+                "get_tuple": lambda: saver.get_tuple(cfg("t1")),
+                "list": lambda: list(saver.list(cfg("t1"))),
+                "list(filter)": lambda: list(saver.list(None, filter={"source": "loop"})),
+                "copy_thread": lambda: saver.copy_thread("t1", "t2"),
+                "prune": lambda: saver.prune(["t1"], strategy="keep_latest"),
+                "delete_for_runs": lambda: saver.delete_for_runs(["r1"]),
+                "delete_thread": lambda: saver.delete_thread("t1"),
+            }
+            for name, call in calls.items():
+                try:
+                    call()
+                except ckptdb.CkptdbError:
+                    pass
+                except Exception as exc:  # the finding this test exists for
+                    untyped.append(f"{name}: {type(exc).__name__}: {exc}")
+        assert not untyped, f"{table}.{column} = {value!r}: {untyped}"
+    assert damaged, "the sweep must damage something"

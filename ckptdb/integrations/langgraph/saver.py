@@ -46,7 +46,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ... import errors
+from ... import catalog, errors
 from ...blobs import BlobRef
 from ...database import Database
 from ...database import open as open_database
@@ -109,6 +109,8 @@ class _Row:
     ckpt_id: str
 
 
+# task_id, channel, type, value, task_path, idx of an lg_write row
+_WRITE_TYPES = (str, str, str, bytes, str, int)
 _ROW_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, ckpt_id"
 
 
@@ -241,7 +243,14 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                 "a stored value is tagged 'pickle'; ckptdb never loads pickle (the file was "
                 "written by something else)"
             )
-        return self.serde.loads_typed((type_, data))
+        try:
+            return self.serde.loads_typed((type_, data))
+        except Exception as exc:  # the serializer's own errors vary by format and library
+            raise errors.CorruptionError(
+                f"a stored value tagged {type_!r} could not be decoded ({type(exc).__name__}: "
+                f"{exc}); it is damaged or was written with another serializer",
+                reason="undecodable_value",
+            ) from exc
 
     # -- reading --------------------------------------------------------------------------
 
@@ -251,8 +260,10 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
             " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
             (row.thread_id, row.checkpoint_ns, row.checkpoint_id),
         )
+        for r in rows:
+            catalog.check_types(r, _WRITE_TYPES, "pending write")
         rows.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
-        return [(str(r[0]), str(r[1]), self._loads(str(r[2]), bytes(r[3]))) for r in rows]
+        return [(r[0], r[1], self._loads(r[2], r[3])) for r in rows]
 
     def _tuple(
         self,
