@@ -154,6 +154,24 @@ def build_entries(
     return entries
 
 
+def checkpoint_metadata(
+    metadata: dict[str, Any], thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> tuple[str | None, dict[str, Any]]:
+    """The run id (for delete_for_runs) and the ckptdb metadata of the checkpoint holding
+    one LangGraph checkpoint with this LangGraph ``metadata``."""
+    run_id = metadata.get("run_id")
+    run = run_id if isinstance(run_id, str) else None
+    ck_meta: dict[str, Any] = {
+        "langgraph": metadata,
+        "lg_thread_id": thread_id,
+        "lg_checkpoint_ns": checkpoint_ns,
+        "lg_checkpoint_id": checkpoint_id,
+    }
+    if run is not None:
+        ck_meta["lg_run_id"] = run
+    return run, ck_meta
+
+
 def _typed(value: Any, where: str) -> Typed:
     if (
         isinstance(value, list)

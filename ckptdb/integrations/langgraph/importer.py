@@ -320,16 +320,7 @@ def _import_one(
             source_id=source_id, namespace=namespace, checkpoint_id="", created=True
         )
     entries = _layout.build_entries(body, parent, values, saver.inline_max)
-    run_id = md.get("run_id")
-    run = run_id if isinstance(run_id, str) else None
-    ck_meta: dict[str, Any] = {
-        "langgraph": md,
-        "lg_thread_id": tid,
-        "lg_checkpoint_ns": ns,
-        "lg_checkpoint_id": cid,
-    }
-    if run is not None:
-        ck_meta["lg_run_id"] = run
+    run, ck_meta = _layout.checkpoint_metadata(md, tid, ns, cid)
     try:
         ack = saver._commit(  # the importer is part of the integration
             namespace, tid, ns, cid, parent, run, entries, ck_meta, "lg.import"

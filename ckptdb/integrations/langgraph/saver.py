@@ -479,16 +479,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         parent_id = None if parent is None else str(parent)
         entries, remembered = self._encode(checkpoint, parent_id, key)
         md = dict(get_checkpoint_metadata(config, metadata))
-        run_id = md.get("run_id")
-        run = str(run_id) if isinstance(run_id, str) else None
-        ck_meta: dict[str, Any] = {
-            "langgraph": md,
-            "lg_thread_id": thread_id,
-            "lg_checkpoint_ns": ns,
-            "lg_checkpoint_id": checkpoint_id,
-        }
-        if run is not None:
-            ck_meta["lg_run_id"] = run
+        run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
         try:
             self._commit(
                 namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
@@ -648,7 +639,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
         try:
             self.db.drop_namespace(namespace)
         except errors.NamespaceNotFoundError:
-            pass
+            pass  # already dropped (an earlier, interrupted delete): only unregister it
         except errors.ProtectedError as exc:
             log.warning("kept ckptdb namespace %s: %s", namespace, exc)
             return
@@ -841,7 +832,7 @@ class CkptdbSaver(BaseCheckpointSaver[str]):
                 **grace,
             )
         except (errors.NamespaceNotFoundError, errors.CheckpointNotFoundError):
-            pass
+            pass  # the thread was deleted while pruning: nothing is left to collect
         finally:
             for name in pins:
                 with contextlib.suppress(errors.NotFoundError):
