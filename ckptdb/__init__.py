@@ -11,8 +11,6 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import errors
-from .blobs import BlobRef, Entry
-from .checkpoint import Checkpoint
 from .database import Database, open
 from .errors import (
     BusyTimeoutError,
@@ -30,7 +28,6 @@ from .errors import (
     SchemaError,
 )
 from .extension import Session
-from .fallback import LoadResult
 from .models import (
     CheckpointInfo,
     CommitAck,
@@ -46,8 +43,10 @@ from .models import (
     Receipt,
     VerifyReport,
 )
-from .publish import UNSET
+from .ops.checkpoint import Checkpoint
+from .ops.load import LoadResult
 from .retention import KeepBest, RetentionPolicy
+from .types import UNSET, BlobRef, Entry
 
 __all__ = [
     "UNSET",

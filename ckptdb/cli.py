@@ -26,8 +26,8 @@ from .database import open as open_database
 from .demo import run as run_demo
 from .importers import IMPORTERS, run_import
 from .paths import entries_from_paths
-from .publish import UNSET
 from .retention import KeepBest, RetentionPolicy
+from .types import UNSET
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +48,9 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.ChunkMissingError, 8),
     (errors.BlobMissingError, 8),
     (errors.ReadOnlyError, 9),
+    (errors.ClosedError, 1),
+    (errors.ConstraintViolationError, 5),
+    (errors.SqlError, 7),
 ]
 EXIT_HELP = """\b
 Exit status:

@@ -1,41 +1,38 @@
-"""The public API: :func:`open` and :class:`Database`."""
+"""The public API: :func:`open` and :class:`Database`, the front object.
+
+It validates what a caller passes, takes the handle's lock and delegates: no SQL and no
+protocol logic live here (those are in :mod:`ckptdb.ops` over :mod:`ckptdb.store`).
+"""
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.resources.abc import Traversable
-from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any
 
-from . import blobs, catalog, errors, files, gc, migrate, models, pins, stats, transfer, validation
-from . import checkout as checkout_module
-from .blobs import BlobStore, Entry, PreparedEntry
-from .checkpoint import Checkpoint
-from .connection import (
-    APPLICATION_ID,
-    DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_PAGE_SIZE,
-    Connection,
-    Synchronous,
-    ensure_wal,
-    initialize_new_file,
-    open_connection,
-    open_probe,
-)
+from . import errors, models, validation
+from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
 from .extension import Session
-from .fallback import LoadResult, Validator, load_with_fallback
-from .publish import UNSET, CommitPlan, _Unset, build_ack, confirm, move_pointer, publish
-from .receipts import list_receipts, store_receipt
+from .ops import checkout as checkout_op
+from .ops import commit as commit_op
+from .ops import gc as gc_op
+from .ops import load as load_op
+from .ops import migrate as migrate_op
+from .ops import open as open_op
+from .ops import refs, stats, transfer, verify
+from .ops.checkpoint import Checkpoint
+from .ops.handle import Handle
+from .ops.load import LoadResult, Validator
+from .ops.open import MigrateMode
 from .retention import RetentionPolicy, duration_seconds
-from .verify import verify_database
+from .store import blobs, pins, receipts, settings
+from .types import UNSET, _Unset
 
-MigrateMode = Literal["auto", "never", "check"]
+__all__ = ["Database", "MigrateMode", "open"]
 
 
 def _now_ms() -> int:
@@ -71,8 +68,43 @@ def open(
     ``busy_timeout``: seconds to wait for another writer (None waits forever).
     ``chunk_size`` and ``page_size`` apply only when the file is created.
     """
-    return Database._open(
-        os.fspath(path),
+    if migrate not in ("auto", "never", "check"):
+        raise errors.InvalidInputError(
+            f"migrate must be 'auto', 'never' or 'check', not {migrate!r}"
+        )
+    if synchronous not in ("off", "normal", "full", "extra"):
+        raise errors.InvalidInputError(
+            f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
+        )
+    if not isinstance(path, str | os.PathLike):
+        raise errors.InvalidInputError(
+            f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
+        )
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise errors.InvalidInputError(
+            f"the database path must be a str or os.PathLike[str], not {type(text).__name__}"
+        )
+    if validation.has_surrogate(text):
+        raise errors.InvalidInputError(
+            f"the database path {text!r} holds bytes that are not UTF-8; SQLite names "
+            "files in UTF-8. Rename the file or directory, or choose another path."
+        )
+    if chunk_size is not None and not (
+        isinstance(chunk_size, int) and blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
+    ):
+        raise errors.InvalidInputError(
+            f"chunk_size must be between {blobs.MIN_CHUNK_SIZE} and {blobs.MAX_CHUNK_SIZE}"
+        )
+    if page_size is not None and (
+        not isinstance(page_size, int)
+        or page_size < 4096
+        or page_size > 65536
+        or page_size & (page_size - 1)
+    ):
+        raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+    handle = open_op.open_handle(
+        os.path.abspath(text),
         readonly=readonly,
         create=create,
         migrate_mode=migrate,
@@ -80,31 +112,9 @@ def open(
         busy_timeout=busy_timeout,
         chunk_size=chunk_size,
         page_size=page_size,
-        max_metadata_bytes=max_metadata_bytes,
         vfs=vfs,
     )
-
-
-def _probe_existing(path: str, facts: files.HeaderFacts) -> bool:
-    """Check an existing SQLite file through a read-only connection. Returns True when the
-    file is an uninitialized shell (created by a ckptdb that crashed before its first
-    migration committed) that may be initialized."""
-    probe = open_probe(path)
-    try:
-        app_id = int(probe.pragma("application_id")) & 0xFFFFFFFF
-        objects = int(probe.scalar("SELECT count(*) FROM sqlite_schema"))
-        if app_id != APPLICATION_ID:
-            if app_id == 0 and objects == 0:
-                return True
-            raise errors.NotCkptdbError(
-                f"{path} is an SQLite database of another application (application_id "
-                f"{app_id:#x}, {objects} schema objects); ckptdb will not touch it. Choose a new "
-                "file name for a ckptdb database."
-            )
-        migrate.check_history(probe, migrate.core_set())
-        return False
-    finally:
-        probe.close()
+    return Database(handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs)
 
 
 class Database:
@@ -114,219 +124,45 @@ class Database:
     each open their own handle on the same file.
     """
 
-    def __init__(
-        self,
-        conn: Connection,
-        *,
-        path: str,
-        chunk_size: int,
-        max_metadata_bytes: int,
-        pending: list[migrate.Migration],
-        reopen: Callable[[], Connection],
-        vfs: str | None = None,
-    ) -> None:
-        self._conn = conn
-        self._path = path
-        self._chunk_size = chunk_size
+    def __init__(self, handle: Handle, *, max_metadata_bytes: int, vfs: str | None) -> None:
+        self._handle = handle
         self._max_metadata_bytes = max_metadata_bytes
-        self._pending = pending
-        self._reopen = reopen
         self._vfs = vfs
-        self._lock = threading.RLock()
-        self._closed = False
-        self._broken = False
-        self._blobs = BlobStore(conn, chunk_size)
 
-    # -- opening and closing -----------------------------------------------------------
-
-    @classmethod
-    def _open(
-        cls,
-        path: str,
-        *,
-        readonly: bool,
-        create: bool,
-        migrate_mode: MigrateMode,
-        synchronous: Synchronous,
-        busy_timeout: float | None,
-        chunk_size: int | None,
-        page_size: int | None,
-        max_metadata_bytes: int,
-        vfs: str | None,
-    ) -> Database:
-        if migrate_mode not in ("auto", "never", "check"):
-            raise errors.InvalidInputError(
-                f"migrate must be 'auto', 'never' or 'check', not {migrate_mode!r}"
-            )
-        if synchronous not in ("off", "normal", "full", "extra"):
-            raise errors.InvalidInputError(
-                f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
-            )
-        if not isinstance(path, str):
-            raise errors.InvalidInputError(
-                f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
-            )
-        if validation.has_surrogate(path):
-            raise errors.InvalidInputError(
-                f"the database path {path!r} holds bytes that are not UTF-8; SQLite names "
-                "files in UTF-8. Rename the file or directory, or choose another path."
-            )
-        if chunk_size is not None and not (
-            isinstance(chunk_size, int)
-            and blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
-        ):
-            raise errors.InvalidInputError(
-                f"chunk_size must be between {blobs.MIN_CHUNK_SIZE} and {blobs.MAX_CHUNK_SIZE}"
-            )
-        if page_size is not None and (
-            not isinstance(page_size, int)
-            or page_size < 4096
-            or page_size > 65536
-            or page_size & (page_size - 1)
-        ):
-            raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
-
-        path = os.path.abspath(path)
-        kind, facts = files.inspect_path(path)
-        if kind is files.FileKind.MISSING:
-            if readonly or not create:
-                raise errors.DatabaseFileError(
-                    f"{path} does not exist; create it with ckptdb.open(path) or `ckptdb init`"
-                )
-            files.create_private_file(path)
-            kind, facts = files.inspect_path(path)
-        fresh = kind is files.FileKind.EMPTY
-        if kind is files.FileKind.SQLITE:
-            assert facts is not None
-            if facts.application_id not in (0, APPLICATION_ID):
-                raise errors.NotCkptdbError(
-                    f"{path} is an SQLite database of another application (application_id "
-                    f"{facts.application_id:#x}); ckptdb will not touch it"
-                )
-            fresh = _probe_existing(path, facts)
-        if fresh and readonly:
-            raise errors.DatabaseFileError(f"{path} is empty; it is not a ckptdb database yet")
-
-        def connect() -> Connection:
-            return open_connection(
-                path,
-                readonly=readonly,
-                synchronous=synchronous,
-                busy_timeout=busy_timeout,
-                vfs=vfs,
-            )
-
-        conn = connect()
-        try:
-            core = migrate.core_set()
-            if fresh:
-                initialize_new_file(conn, page_size or DEFAULT_PAGE_SIZE)
-            elif not readonly:
-                ensure_wal(conn)
-            pending = migrate.check_history(conn, core)
-            if pending and migrate_mode == "never":
-                names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
-                raise errors.MigrationPendingError(
-                    f"{path} is at schema version {migrate.user_version(conn)} and needs "
-                    f"migrations {names}; open it with migrate='auto' or run "
-                    "`ckptdb migrate DB up`",
-                    pending=[m.version for m in pending],
-                )
-            if pending and migrate_mode == "auto":
-                if readonly:
-                    raise errors.MigrationPendingError(
-                        f"{path} needs schema migrations but was opened read-only; open it "
-                        "read-write once (or run `ckptdb migrate DB up`)",
-                        pending=[m.version for m in pending],
-                    )
-                migrate.apply_pending(conn, core)
-                pending = []
-            if fresh:
-                size = chunk_size or blobs.DEFAULT_CHUNK_SIZE
-                with conn.write_transaction():
-                    conn.execute(
-                        "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)",
-                        (str(size),),
-                    )
-            effective_chunk = (
-                blobs.DEFAULT_CHUNK_SIZE
-                if pending
-                else catalog.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
-            )
-        except BaseException:
-            conn.abandon()
-            raise
-        return cls(
-            conn,
-            path=path,
-            chunk_size=effective_chunk,
-            max_metadata_bytes=max_metadata_bytes,
-            pending=pending,
-            reopen=connect,
-            vfs=vfs,
-        )
+    # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the database. Further calls raise ClosedError; closing twice is fine."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
+        self._handle.close()
 
     def __enter__(self) -> Database:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-            return
-        # An error is already propagating: closing must not replace it.
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.abandon()
+        # An error already propagating must not be replaced by one from closing.
+        self._handle.close(abandon=exc_type is not None)
 
     @property
     def path(self) -> str:
         """The database file path."""
-        return self._path
+        return self._handle.path
 
     @property
     def chunk_size(self) -> int:
         """Chunk size of this file in bytes (fixed at creation)."""
-        return self._chunk_size
+        return self._handle.store.chunk_size
 
     @property
     def lock_waits(self) -> tuple[int, float]:
         """Diagnostics: how many times this handle waited for another connection's lock,
         and for how many seconds in all (WAL readers should show zero)."""
-        waits = self._conn.lock_waits
+        waits = self._handle.store.conn.lock_waits
         return waits.waits, waits.seconds
 
     @property
     def readonly(self) -> bool:
         """True when opened read-only."""
-        return self._conn.readonly
-
-    @contextmanager
-    def _use(self, *, write: bool = False, schema_work: bool = False) -> Iterator[Connection]:
-        with self._lock:
-            if self._closed:
-                raise errors.ClosedError("the database handle is closed; open it again")
-            if self._pending and not schema_work:
-                raise errors.MigrationPendingError(
-                    f"{self._path} needs schema migrations "
-                    f"{[m.version for m in self._pending]} before it can be used; open it with "
-                    "migrate='auto' or run `ckptdb migrate DB up`"
-                )
-            if self._broken:
-                # A failed COMMIT could not be resolved on a fresh connection; try again now.
-                self._conn = self._reopen()
-                self._blobs = BlobStore(self._conn, self._chunk_size)
-                self._broken = False
-            if write and self._conn.readonly:
-                raise errors.ReadOnlyError(f"{self._path} was opened read-only")
-            yield self._conn
+        return self._handle.store.readonly
 
     # -- committing ------------------------------------------------------------------------
 
@@ -366,8 +202,7 @@ class Database:
             validation.checkpoint_id(expect_current)
         if base is not None:
             validation.checkpoint_id(base)
-        if not isinstance(reason, str) or not reason or len(reason) > 200:
-            raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
+        _reason(reason)
         if not isinstance(entries, Mapping):
             raise errors.InvalidEntryError(
                 f"entries must be a mapping of name -> value, got {type(entries).__name__}"
@@ -378,78 +213,20 @@ class Database:
             )
         names = sorted(validation.entry_name(n) for n in entries)
         validation.entry_names_consistent(names)
-        with self._use(write=True) as conn:
-            now = _now_ms()
-            budget = [blobs.INLINE_BUDGET]
-            prepared: list[PreparedEntry] = []
-            for name in names:
-                value = entries[name]
-                media_type = schema = None
-                if isinstance(value, Entry):
-                    media_type, schema, value = value.media_type, value.schema, value.value
-                blob = self._blobs.prepare(value, budget, now)
-                prepared.append(PreparedEntry(name, blob, media_type, schema))
-                if progress is not None:
-                    progress(len(prepared), len(names))
-            plan = CommitPlan(
+        with self._handle.use(write=True) as store:
+            plan = commit_op.prepare_plan(
+                store,
                 ns,
-                prepared,
-                metadata_json,
-                expect_current,
-                reason,
+                names,
+                entries,
+                metadata_json=metadata_json,
+                expect_current=expect_current,
+                reason=reason,
                 base=base,
                 on_publish=on_publish,
+                progress=progress,
             )
-            try:
-                with conn.write_transaction():
-                    return publish(conn, self._blobs, plan, _now_ms())
-            except errors.CommitOutcomeUnknownError as exc:
-                return self._resolve_unknown_outcome(plan, exc)
-
-    def _resolve_unknown_outcome(
-        self, plan: CommitPlan, failure: errors.CommitOutcomeUnknownError
-    ) -> models.CommitAck:
-        """COMMIT failed: reopen, read CURRENT, and acknowledge only what a successful
-        commit has since made durable."""
-        try:
-            self._conn.close()
-            self._conn = self._reopen()
-            self._blobs = BlobStore(self._conn, self._chunk_size)
-            conn = self._conn
-            with conn.write_transaction():
-                ptr = catalog.pointer(conn, plan.namespace)
-                landed = ptr is not None and ptr.current_id == plan.attempted_id
-                if landed:
-                    assert ptr is not None
-                    confirm(conn, ptr, _now_ms())
-        except errors.CkptdbError as exc:
-            self._broken = True
-            raise errors.CommitOutcomeUnknownError(
-                f"{failure} Confirming it after reopening failed too ({exc}).",
-                namespace=plan.namespace,
-                checkpoint_id=plan.attempted_id,
-            ) from exc
-        if not landed:
-            raise errors.CommitOutcomeUnknownError(
-                f"COMMIT failed ({failure.__cause__}); after reopening, CURRENT of "
-                f"{plan.namespace!r} does not name {str(plan.attempted_id)[:12]}. Retry the "
-                "commit: a retry converges on the same checkpoint whether or not this attempt "
-                "reaches the disk later.",
-                namespace=plan.namespace,
-                checkpoint_id=plan.attempted_id,
-            ) from failure
-        assert ptr is not None
-        summary = ptr.current_summary()
-        return build_ack(
-            plan,
-            ptr.current_id,
-            summary.parent_id,
-            summary.generation,
-            ptr.revision,
-            created=True,
-            stored=0,
-            now_ms=ptr.updated_at_ms,
-        )
+            return commit_op.commit(self._handle, store, plan)
 
     def set_current(
         self,
@@ -463,146 +240,53 @@ class Database:
         to a verified ancestor). The move is recorded in the pointer history."""
         ns = validation.namespace(namespace)
         validation.checkpoint_id(checkpoint_id)
-        with self._use(write=True) as conn, conn.write_transaction():
-            target = catalog.require_checkpoint(conn, checkpoint_id)
-            if target.namespace != ns:
-                raise errors.InvalidReferenceError(
-                    f"checkpoint {checkpoint_id[:12]} belongs to namespace "
-                    f"{target.namespace!r}, not {ns!r}"
-                )
-            ptr = catalog.pointer(conn, ns)
-            current = ptr.current_id if ptr else None
-            if not isinstance(expect_current, _Unset) and expect_current != current:
-                raise errors.ConflictError(
-                    f"namespace {ns!r}: expected CURRENT {expect_current} but it is {current}",
-                    expected=expect_current,
-                    actual=current,
-                )
-            move_pointer(
-                conn,
-                namespace=ns,
-                namespace_id=target.namespace_id,
-                previous=ptr,
-                new_seq=target.seq,
-                new_id=target.id,
-                reason=reason,
-                now_ms=_now_ms(),
+        _reason(reason)
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            ptr = commit_op.set_current(
+                store, ns, checkpoint_id, expect_current=expect_current, reason=reason
             )
-            new = catalog.pointer(conn, ns)
-            assert new is not None
-            return _pointer_model(new)
+            return refs.pointer_model(ptr)
 
     # -- reading -----------------------------------------------------------------------------
-
-    def _handle(self, conn: Connection, row: catalog.CheckpointRow) -> Checkpoint:
-        return Checkpoint(self, row, catalog.entries_of(conn, row.seq))
 
     def current(self, namespace: str) -> Checkpoint | None:
         """The CURRENT checkpoint of a namespace, or None when it has none.
 
         Raises CorruptionError if its manifest no longer matches its id."""
         ns = validation.namespace(namespace)
-        with self._use() as conn, conn.read_transaction():
-            ptr = catalog.pointer(conn, ns)
-            if ptr is None:
-                return None
-            catalog.check_pointer(ptr)
-            row = catalog.checkpoint_by_id(conn, ptr.current_id)
-            if row is None:  # the pointer joined it by seq: the index on ids is damaged
-                raise errors.CorruptionError(
-                    f"CURRENT of {ns!r} names {ptr.current_id[:12]}, which cannot be found by "
-                    "its id (a damaged index). Run `ckptdb verify`; load with fallback=True "
-                    "still finds it or an intact ancestor.",
-                    namespace=ns,
-                    checkpoint_id=ptr.current_id,
-                    reason="current_missing",
-                )
-            return self._handle(conn, row)
+        with self._handle.use() as store, store.conn.read_transaction():
+            return refs.current(self._handle, store, ns)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         """Any stored checkpoint by full id (see :meth:`resolve` for short forms)."""
-        with self._use() as conn, conn.read_transaction():
-            return self._handle(conn, catalog.require_checkpoint(conn, checkpoint_id))
+        validation.checkpoint_id(checkpoint_id)
+        with self._handle.use() as store, store.conn.read_transaction():
+            row = refs.require_row(store, checkpoint_id)
+            return refs.checkpoint(self._handle, store, row)
 
     def pointer(self, namespace: str) -> models.Pointer | None:
         """The CURRENT pointer of a namespace (ids, revision, digest), or None."""
         ns = validation.namespace(namespace)
-        with self._use() as conn:
-            ptr = catalog.pointer(conn, ns)
-            return None if ptr is None else _pointer_model(ptr)
+        with self._handle.use() as store:
+            ptr = refs.pointer(store, ns)
+            return None if ptr is None else refs.pointer_model(ptr)
 
     def history(self, namespace: str, *, limit: int | None = None) -> list[models.PointerMove]:
         """Every move of the namespace's CURRENT pointer, newest first."""
         ns = validation.namespace(namespace)
-        with self._use() as conn:
-            return [
-                models.PointerMove(
-                    namespace=h.namespace,
-                    revision=h.revision,
-                    current_id=h.current_id,
-                    fallback_id=h.fallback_id,
-                    previous_digest=h.previous_digest,
-                    digest=h.digest,
-                    reason=h.reason,
-                    at=models.from_ms(h.at_ms),
-                )
-                for h in catalog.history(conn, ns, limit)
-            ]
+        with self._handle.use() as store:
+            return refs.history(store, ns, _limit(limit))
 
     def lineage(self, namespace: str, *, limit: int | None = None) -> list[models.CheckpointInfo]:
         """CURRENT and its stored ancestors, newest first, following parent links."""
         ns = validation.namespace(namespace)
-        with self._use() as conn, conn.read_transaction():
-            return [cp.info for cp in self._lineage(conn, ns, limit)]
-
-    def _lineage(self, conn: Connection, ns: str, limit: int | None) -> list[Checkpoint]:
-        """CURRENT and its stored ancestors, each manifest checked against its id, so every
-        parent link followed is one an id vouches for. Damage anywhere along the way raises
-        CorruptionError rather than ending the lineage early or leaving the namespace."""
-        ptr = catalog.pointer(conn, ns)
-        if ptr is None:
-            return []
-        catalog.check_pointer(ptr)
-        out: list[Checkpoint] = []
-        for row in catalog.lineage(conn, ptr.current_id, limit):
-            cp = self._handle(conn, row)
-            catalog.check_namespace(ns, cp.namespace, cp.id)
-            out.append(cp)
-        if not out:
-            raise errors.CorruptionError(
-                f"CURRENT of {ns!r} names {ptr.current_id[:12]}, which cannot be read; run "
-                "`ckptdb verify`",
-                checkpoint_id=ptr.current_id,
-                reason="current_missing",
-            )
-        last = out[-1].parent_id
-        cut_short = limit is None or len(out) < limit
-        # Stored, yet not reached: the walk stopped at a damaged row.
-        if cut_short and last is not None and catalog.checkpoint_by_id(conn, last) is not None:
-            raise errors.CorruptionError(
-                f"the lineage of {ns!r} stops at {out[-1].id[:12]} although its parent "
-                f"{last[:12]} is stored; the parent's row is damaged. Run `ckptdb verify`.",
-                checkpoint_id=last,
-                reason="lineage_broken",
-            )
-        return out
+        with self._handle.use() as store, store.conn.read_transaction():
+            return [cp.info for cp in refs.verified_lineage(self._handle, store, ns, _limit(limit))]
 
     def namespaces(self) -> list[models.NamespaceInfo]:
         """Every namespace that has a CURRENT pointer, by name."""
-        with self._use() as conn, conn.read_transaction():
-            counts = catalog.checkpoint_counts(conn)
-            return [
-                models.NamespaceInfo(
-                    name=p.namespace,
-                    current_id=p.current_id,
-                    fallback_id=p.fallback_id,
-                    generation=p.current_summary().generation,
-                    revision=p.revision,
-                    checkpoint_count=counts.get(p.namespace_id, 0),
-                    updated_at=models.from_ms(p.updated_at_ms),
-                )
-                for p in catalog.all_pointers(conn)
-            ]
+        with self._handle.use() as store, store.conn.read_transaction():
+            return refs.namespaces(store)
 
     def resolve(self, ref: str) -> str:
         """Turn a reference into a full checkpoint id.
@@ -612,71 +296,8 @@ class Database:
         """
         if not isinstance(ref, str) or not ref:
             raise errors.InvalidReferenceError("empty checkpoint reference")
-        with self._use() as conn, conn.read_transaction():
-            for suffix in ("@current", "@fallback"):
-                if ref.endswith(suffix) and len(ref) > len(suffix):
-                    ns = validation.namespace(ref[: -len(suffix)])
-                    ptr = catalog.pointer(conn, ns)
-                    if ptr is None:
-                        raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
-                    catalog.check_pointer(ptr)  # both ids are sealed by the pointer digest
-                    target = ptr.current_id if suffix == "@current" else ptr.fallback_id
-                    if target is None:
-                        raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
-                    return target
-            head, sep, tail = ref.rpartition("~")
-            if sep and head and tail.isdigit():
-                ns = validation.namespace(head)
-                back = int(tail)
-                if catalog.pointer(conn, ns) is None:
-                    raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
-                walk = self._lineage(conn, ns, back + 1)
-                if len(walk) <= back:
-                    raise errors.CheckpointNotFoundError(
-                        f"{ref}: the stored lineage of {ns!r} is only {len(walk)} deep"
-                    )
-                return walk[back].id
-            lowered = ref.lower()
-            if validation.is_full_id(lowered):
-                catalog.require_checkpoint(conn, lowered)
-                return lowered
-            if len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered):
-                found = catalog.checkpoint_ids_by_prefix(conn, lowered)
-                if not found:
-                    raise errors.CheckpointNotFoundError(f"no checkpoint id starts with {ref!r}")
-                if len(found) > 1:
-                    raise errors.InvalidReferenceError(
-                        f"{ref!r} matches several checkpoints; give more characters"
-                    )
-                return found[0]
-        raise errors.InvalidReferenceError(
-            f"{ref!r} is not a checkpoint reference: give a full id, a unique prefix of at "
-            "least 8 hex characters, NS@current, NS@fallback or NS~N"
-        )
-
-    # -- entry bytes (used by Checkpoint) ----------------------------------------------------
-
-    def _read_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> bytes:
-        where = {"checkpoint_id": cp.id, "entry": entry.name}
-        with self._use() as conn, conn.read_transaction():
-            return self._blobs.read_all(entry.blob_id, entry.digest, entry.size, where)
-
-    def _open_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> IO[bytes]:
-        if entry.chunk_count == 0:
-            return io.BytesIO(self._read_entry(cp, entry))
-        where = {"checkpoint_id": cp.id, "entry": entry.name}
-        return io.BufferedReader(_LockedReader(self, entry, where), buffer_size=256 * 1024)
-
-    def _iter_entry(self, cp: Checkpoint, entry: catalog.EntryRow) -> Iterator[bytes]:
-        if entry.chunk_count == 0:
-            yield self._read_entry(cp, entry)
-            return
-        where = {"checkpoint_id": cp.id, "entry": entry.name}
-        reader = _LockedReader(self, entry, where)
-        try:
-            yield from reader.iter_chunks()
-        finally:
-            reader.close()
+        with self._handle.use() as store, store.conn.read_transaction():
+            return refs.resolve(self._handle, store, ref)
 
     # -- load with fallback ---------------------------------------------------------------
 
@@ -700,8 +321,10 @@ class Database:
         returning False or raising an exception, whose message goes into the receipt.
         """
         ns = validation.namespace(namespace)
-        with self._use() as conn:
-            return load_with_fallback(self, conn, ns, fallback=fallback, validator=validator)
+        with self._handle.use() as store:
+            return load_op.load_with_fallback(
+                self._handle, store, ns, fallback=fallback, validator=validator
+            )
 
     def load_checkpoint(
         self,
@@ -712,11 +335,12 @@ class Database:
     ) -> LoadResult:
         """Like :meth:`load`, starting from a given checkpoint instead of CURRENT: with
         ``fallback`` the newest verified ancestor along its lineage is returned."""
-        with self._use() as conn:
-            row = catalog.require_checkpoint(conn, checkpoint_id)
-            return load_with_fallback(
-                self,
-                conn,
+        validation.checkpoint_id(checkpoint_id)
+        with self._handle.use() as store:
+            row = refs.require_row(store, checkpoint_id)
+            return load_op.load_with_fallback(
+                self._handle,
+                store,
                 row.namespace,
                 fallback=fallback,
                 validator=validator,
@@ -734,63 +358,25 @@ class Database:
         the checkpoint and entry affected; a receipt is stored.
 
         ``progress(phase, done, total)`` is called as the check advances."""
-        with self._use() as conn:
-            return verify_database(self, conn, quick=quick, progress=progress)
+        with self._handle.use() as store:
+            return verify.verify_database(store, quick=quick, progress=progress)
 
     # -- schema migrations ----------------------------------------------------------
 
     def migration_status(self) -> models.MigrationStatus:
         """The file's schema version, this code's, and the pending migrations."""
-        with self._use(schema_work=True) as conn, conn.read_transaction():
-            core = migrate.core_set()
-            pending = migrate.check_history(conn, core)
-            version = migrate.user_version(conn)
-            sets = (
-                {
-                    str(name): int(v)
-                    for name, v in conn.execute(
-                        "SELECT migration_set, max(version) FROM ckptdb_migration"
-                        " GROUP BY migration_set ORDER BY migration_set"
-                    )
-                }
-                if version
-                else {}
-            )
-        return models.MigrationStatus(
-            path=self._path,
-            file_version=version,
-            code_version=core.latest,
-            up_to_date=not pending,
-            pending=[_migration_info(m, with_sql=False) for m in pending],
-            sets=sets,
-        )
+        with self._handle.use(schema_work=True) as store:
+            return migrate_op.status(store, self.path)
 
     def migration_plan(self, *, to: int | None = None) -> list[models.MigrationInfo]:
         """The pending migrations (up to version ``to``) with the SQL each would run."""
-        with self._use(schema_work=True) as conn, conn.read_transaction():
-            pending = migrate.check_history(conn, migrate.core_set())
-        return [_migration_info(m, with_sql=True) for m in pending if to is None or m.version <= to]
+        with self._handle.use(schema_work=True) as store:
+            return migrate_op.plan(store, to)
 
     def migration_history(self) -> list[models.MigrationInfo]:
         """Every applied migration of every set, oldest first."""
-        with self._use(schema_work=True) as conn, conn.read_transaction():
-            if not migrate.user_version(conn):
-                return []
-            rows = conn.execute(
-                "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
-                " FROM ckptdb_migration ORDER BY applied_at_ms, migration_set, version"
-            )
-        return [
-            models.MigrationInfo(
-                migration_set=r[0],
-                version=r[1],
-                name=r[2],
-                checksum=r[3],
-                applied_at=models.from_ms(r[4]),
-                ckptdb_version=r[5],
-            )
-            for r in rows
-        ]
+        with self._handle.use(schema_work=True) as store:
+            return migrate_op.history(store)
 
     def migrate(
         self, *, to: int | None = None, backup: str | os.PathLike[str] | bool = True
@@ -802,83 +388,8 @@ class Database:
         backup) and verified. A migration that fails leaves the file at the last completed
         version and the error says how to restore the backup. Waits up to the busy timeout
         for another writer, then refuses with BusyTimeoutError."""
-        with self._use(write=True, schema_work=True) as conn:
-            core = migrate.core_set()
-            pending = migrate.check_history(conn, core)
-            start = migrate.user_version(conn)
-            goal = core.latest if to is None else to
-            if goal < start:
-                raise errors.InvalidInputError(
-                    f"cannot migrate down from version {start} to {goal}: migrations only go "
-                    "forward (restore a backup instead)"
-                )
-            todo = [m for m in pending if m.version <= goal]
-            if todo:
-                # Wait for (or refuse because of) another writer before writing a backup.
-                with conn.write_transaction():
-                    pass
-            backup_path: str | None = None
-            if todo and backup is not False:
-                backup_path = (
-                    os.path.abspath(os.fspath(backup))
-                    if not isinstance(backup, bool)
-                    else f"{self._path}.v{start}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
-                )
-                if os.path.lexists(backup_path):
-                    raise errors.InvalidInputError(f"the backup path {backup_path} exists")
-                files.create_private_file(backup_path)
-                with conn.read_transaction():
-                    conn.backup_to(backup_path)
-                    migrate.verify_backup(conn, backup_path)
-            applied: list[migrate.Migration] = []
-            try:
-                applied = migrate.apply_pending(conn, core, target=goal)
-            except errors.CkptdbError as exc:
-                done = migrate.user_version(conn)
-                restore = (
-                    f" To go back to version {start}, stop every process using the file, "
-                    f"delete {self._path}-wal and {self._path}-shm if present, and copy "
-                    f"{backup_path} over {self._path}."
-                    if backup_path
-                    else ""
-                )
-                raise errors.MigrationFailedError(
-                    f"{exc} The database is at version {done}, complete and consistent.{restore}",
-                    backup=backup_path,
-                    version=done,
-                ) from exc
-            self._pending = migrate.check_history(conn, core)
-            end = migrate.user_version(conn)
-            receipt_id = None
-            if applied:
-                with conn.write_transaction():
-                    receipt_id = store_receipt(
-                        conn,
-                        "migration",
-                        {
-                            "from_version": start,
-                            "to_version": end,
-                            "backup": backup_path,
-                            "applied": [f"{m.version:04d}_{m.name}" for m in applied],
-                        },
-                        namespace=None,
-                        checkpoint_id=None,
-                        at_ms=_now_ms(),
-                    )
-            if not self._pending:
-                self._chunk_size = catalog.chunk_size(
-                    conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE
-                )
-                self._blobs = BlobStore(conn, self._chunk_size)
-        return models.MigrationResult(
-            path=self._path,
-            from_version=start,
-            to_version=end,
-            applied=[_migration_info(m, with_sql=False) for m in applied],
-            backup_path=backup_path,
-            backup_verified=backup_path is not None,
-            receipt_id=receipt_id,
-        )
+        with self._handle.use(write=True, schema_work=True) as store:
+            return migrate_op.up(self._handle, store, to=to, backup=backup)
 
     # -- extension points for integrations ----------------------------------------------
 
@@ -888,18 +399,8 @@ class Database:
         transaction, recorded with checksums beside the core's but versioned independently.
         An edited or unknown migration is refused like the core's. Returns the versions
         applied."""
-        if (
-            not isinstance(name, str)
-            or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name)
-            or (name == migrate.CORE)
-        ):
-            raise errors.InvalidInputError(
-                f"migration set name must match [a-z][a-z0-9_]* and not be 'core', got {name!r}"
-            )
-        folder = Path(directory) if isinstance(directory, str) else directory
-        mset = migrate.load_set(name, folder)
-        with self._use(write=True) as conn:
-            return [m.version for m in migrate.apply_pending(conn, mset)]
+        with self._handle.use(write=True) as store:
+            return migrate_op.apply_set(store, name, directory)
 
     @contextmanager
     def write_session(self) -> Iterator[Session]:
@@ -907,14 +408,14 @@ class Database:
         through the yielded session, COMMIT happens when the block ends (ROLLBACK if it
         raises). Only for tables of an integration's migration set: the core tables change
         only through this API."""
-        with self._use(write=True) as conn, conn.write_transaction():
-            yield conn
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            yield store.conn
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
         """A consistent read snapshot for several queries."""
-        with self._use() as conn, conn.read_transaction():
-            yield conn
+        with self._handle.use() as store, store.conn.read_transaction():
+            yield store.conn
 
     # -- pins, retention and garbage collection ---------------------------------------
 
@@ -929,21 +430,21 @@ class Database:
         if note is not None and (not isinstance(note, str) or len(note) > 1000):
             raise errors.InvalidInputError("note must be a str of at most 1000 characters")
         checkpoint_id = self.resolve(ref)
-        with self._use(write=True) as conn, conn.write_transaction():
-            target = catalog.require_checkpoint(conn, checkpoint_id)
-            return pins.pin(conn, name, target, note=note, replace=replace, now_ms=_now_ms())
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            target = refs.require_row(store, checkpoint_id)
+            return pins.pin(store.conn, name, target, note=note, replace=replace, now_ms=_now_ms())
 
     def unpin(self, name: str) -> models.Pin:
         """Remove a pin; returns what it protected."""
         pins.validate_name(name)
-        with self._use(write=True) as conn, conn.write_transaction():
-            return pins.unpin(conn, name)
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            return pins.unpin(store.conn, name)
 
     def pins(self, namespace: str | None = None) -> list[models.Pin]:
         """Pins with their checkpoints (of one namespace, or all), by name."""
         ns = validation.namespace(namespace) if namespace is not None else None
-        with self._use() as conn:
-            return pins.list_pins(conn, ns)
+        with self._handle.use() as store:
+            return pins.list_pins(store.conn, ns)
 
     def set_retention(self, policy: RetentionPolicy, *, namespace: str | None = None) -> None:
         """Store the retention policy GC applies to ``namespace`` (or, with None, to every
@@ -951,34 +452,29 @@ class Database:
         if not isinstance(policy, RetentionPolicy):
             raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy")
         scope = "*" if namespace is None else validation.namespace(namespace)
-        with self._use(write=True) as conn, conn.write_transaction():
-            conn.execute(
-                "INSERT INTO retention (scope, policy, updated_at_ms) VALUES (?, ?, ?)"
-                " ON CONFLICT (scope) DO UPDATE SET policy = excluded.policy,"
-                " updated_at_ms = excluded.updated_at_ms",
-                (scope, policy.model_dump_json(), _now_ms()),
-            )
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            settings.set_policy(store.conn, scope, policy, _now_ms())
 
     def clear_retention(self, *, namespace: str | None = None) -> bool:
         """Remove a stored policy; True if there was one."""
         scope = "*" if namespace is None else validation.namespace(namespace)
-        with self._use(write=True) as conn, conn.write_transaction():
-            conn.execute("DELETE FROM retention WHERE scope = ?", (scope,))
-            return conn.changes() > 0
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            return settings.clear_policy(store.conn, scope)
 
     def retention(self) -> dict[str, RetentionPolicy]:
         """Stored retention policies by scope ('*' = the database-wide default)."""
-        with self._use() as conn:
-            return gc.stored_policies(conn)
+        with self._handle.use() as store:
+            return settings.stored_policies(store.conn)
 
     def gc(
         self,
         policy: RetentionPolicy | None = None,
         *,
         namespaces: list[str] | None = None,
-        grace: float | str = gc.DEFAULT_GRACE_SECONDS,
+        grace: float | str = gc_op.DEFAULT_GRACE_SECONDS,
         dry_run: bool = False,
         keep_history: int | None = None,
+        keep: list[str] | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> models.GcReport:
         """Delete the checkpoints no retention rule keeps, then the blobs and chunks nothing
@@ -992,24 +488,29 @@ class Database:
         A receipt is stored and returned.
 
         ``keep_history=N`` also trims each namespace's pointer history (one row per commit,
-        kept in full by default as an audit trail) to its newest N moves."""
+        kept in full by default as an audit trail) to its newest N moves.
+
+        ``keep``: checkpoint ids to keep as well, whatever the policy (an integration's own
+        live references, for instance)."""
         if keep_history is not None and (
             not isinstance(keep_history, int) or isinstance(keep_history, bool) or keep_history < 1
         ):
             raise errors.InvalidInputError("keep_history must be a positive number of moves")
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy or None")
+        kept = {validation.checkpoint_id(c) for c in keep} if keep else None
         grace_seconds = duration_seconds(grace)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        with self._use(write=True) as conn:
-            return gc.run(
-                conn,
-                self._path,
+        with self._handle.use(write=True) as store:
+            return gc_op.run(
+                store,
+                self.path,
                 policy=policy,
                 namespaces=scope,
                 grace_seconds=grace_seconds,
                 dry_run=dry_run,
                 keep_history=keep_history,
+                keep=kept,
                 progress=progress,
             )
 
@@ -1021,62 +522,8 @@ class Database:
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
         simply be run again. A receipt is stored."""
         ns = validation.namespace(namespace)
-        with self._use(write=True) as conn:
-            ns_id = catalog.namespace_id(conn, ns)
-            if ns_id is None:
-                raise errors.NamespaceNotFoundError(f"no namespace {ns!r}")
-            held = pins.list_pins(conn, ns)
-            if held and not force:
-                raise errors.ProtectedError(
-                    f"namespace {ns!r} has pinned checkpoints ({', '.join(p.name for p in held)})"
-                    "; unpin them first or pass force=True (--force) to remove the pins too",
-                    pins=[p.name for p in held],
-                )
-
-            def select() -> list[tuple[int, str]]:
-                return [
-                    (int(s), str(i))
-                    for s, i in conn.execute(
-                        "SELECT seq, id FROM checkpoint WHERE namespace_id = ?", (ns_id,)
-                    )
-                ]
-
-            def exempt() -> set[int]:
-                rows = conn.execute(
-                    "SELECT current_seq, fallback_seq FROM pointer WHERE namespace_id = ?"
-                    " UNION ALL SELECT p.checkpoint_seq, NULL FROM pin p JOIN checkpoint c"
-                    " ON c.seq = p.checkpoint_seq WHERE c.namespace_id = ?",
-                    (ns_id, ns_id),
-                )
-                return {int(v) for r in rows for v in r if v is not None}
-
-            def prologue() -> None:
-                conn.execute(
-                    "DELETE FROM pin WHERE checkpoint_seq IN"
-                    " (SELECT seq FROM checkpoint WHERE namespace_id = ?)",
-                    (ns_id,),
-                )
-                conn.execute("DELETE FROM pointer WHERE namespace_id = ?", (ns_id,))
-
-            def epilogue() -> None:
-                conn.execute(
-                    "DELETE FROM namespace WHERE namespace_id = ? AND NOT EXISTS"
-                    " (SELECT 1 FROM checkpoint WHERE namespace_id = ?)",
-                    (ns_id, ns_id),
-                )
-                conn.execute("DELETE FROM retention WHERE scope = ?", (ns,))
-
-            return gc.delete_selected(
-                conn,
-                kind="drop_namespace",
-                select=select,
-                namespaces=[ns],
-                dry_run=dry_run,
-                grace_seconds=0.0,
-                exempt=exempt,
-                prologue=prologue,
-                epilogue=epilogue,
-            )
+        with self._handle.use(write=True) as store:
+            return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
 
     def prune(
         self,
@@ -1091,39 +538,16 @@ class Database:
         if not isinstance(where, Mapping) or not where:
             raise errors.InvalidInputError("prune needs a non-empty metadata filter")
         validation.metadata(where)
-        wanted = dict(where)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        with self._use(write=True) as conn:
-
-            def select() -> list[tuple[int, str]]:
-                rows = conn.execute(
-                    "SELECT c.seq, c.id, n.name, c.metadata FROM checkpoint c"
-                    " JOIN namespace n ON n.namespace_id = c.namespace_id"
-                )
-                out = []
-                for seq, cid, ns, meta in rows:
-                    if scope is not None and ns not in scope:
-                        continue
-                    values = validation.metadata_from_json(meta)
-                    if all(k in values and values[k] == v for k, v in wanted.items()):
-                        out.append((int(seq), str(cid)))
-                return out
-
-            return gc.delete_selected(
-                conn,
-                kind="prune",
-                select=select,
-                namespaces=scope or ["*"],
-                dry_run=dry_run,
-                grace_seconds=0.0,
-            )
+        with self._handle.use(write=True) as store:
+            return gc_op.prune(store, dict(where), namespaces=scope, dry_run=dry_run)
 
     # -- inspection, checkout, export and import --------------------------------------
 
     def stats(self) -> models.Stats:
         """File size, WAL size, free pages, row counts and deduplication ratio."""
-        with self._use() as conn:
-            return stats.collect(conn, self._path, self._chunk_size)
+        with self._handle.use() as store:
+            return stats.collect(store, self.path)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> models.QueryResult:
         """Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) and return its
@@ -1131,8 +555,8 @@ class Database:
         runs -- on any handle, whatever its mode."""
         if not isinstance(sql, str) or not sql.strip():
             raise errors.InvalidInputError("the query is empty")
-        with self._use() as conn:
-            columns, rows = conn.query_readonly(sql, params)
+        with self._handle.use() as store:
+            columns, rows = store.conn.query_readonly(sql, params)
         return models.QueryResult(columns=columns, rows=[list(r) for r in rows])
 
     def checkout(
@@ -1153,7 +577,7 @@ class Database:
             cp = self.load_checkpoint(checkpoint_id, fallback=True).checkpoint
         else:
             cp = self.get(checkpoint_id)
-        return checkout_module.checkout(cp, target, force=force, progress=progress)
+        return checkout_op.checkout(cp, target, force=force, progress=progress)
 
     def export(
         self,
@@ -1168,16 +592,16 @@ class Database:
         fallback, and only the blobs they need. The new file is verified before it is
         renamed into place."""
         since_id = self.resolve(since) if since else None
-        with self._use() as conn:
+        with self._handle.use() as store:
             return transfer.export_to(
-                self,
-                conn,
+                store,
+                self.path,
                 os.fspath(dest),
                 namespaces=namespaces,
                 since=since_id,
                 progress=progress,
-                create=lambda path, page_size: open(
-                    path, chunk_size=self._chunk_size, page_size=page_size, vfs=self._vfs
+                create=lambda path, page_size: open_op.new_file(
+                    path, chunk_size=store.chunk_size, page_size=page_size, vfs=self._vfs
                 ),
             )
 
@@ -1193,23 +617,23 @@ class Database:
         addressing skips what is already here). A CURRENT pointer is moved when this file has
         none for the namespace or when the move is a fast-forward; otherwise the conflict is
         reported and nothing is overwritten unless ``overwrite`` is true."""
-        with self._use(write=True) as conn:
+        with self._handle.use(write=True) as store:
             return transfer.import_from(
-                self,
-                conn,
+                store,
+                self.path,
                 os.fspath(source),
                 namespaces=namespaces,
                 overwrite=overwrite,
                 progress=progress,
-                open_source=lambda path: open(path, readonly=True, vfs=self._vfs),
+                open_source=lambda path: open(path, readonly=True, vfs=self._vfs)._handle,
             )
 
     def receipts(
         self, *, kind: str | None = None, limit: int | None = None
     ) -> list[models.Receipt]:
         """Stored receipts, newest first, optionally of one kind."""
-        with self._use() as conn:
-            return list_receipts(conn, kind=kind, limit=limit)
+        with self._handle.use() as store:
+            return receipts.list_receipts(store.conn, kind=kind, limit=_limit(limit))
 
     def record_receipt(
         self,
@@ -1225,85 +649,25 @@ class Database:
         if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_.-]{0,62}", kind):
             raise errors.InvalidInputError(f"receipt kind must match [a-z][a-z0-9_.-]*: {kind!r}")
         validation.metadata(body, validation.DEFAULT_MAX_METADATA_BYTES)
-        return self._record_receipt(
-            kind, dict(body), namespace=namespace, checkpoint_id=checkpoint_id
-        )
-
-    def _record_receipt(
-        self,
-        kind: str,
-        body: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        checkpoint_id: str | None = None,
-    ) -> int | None:
-        """Store a receipt; returns its id (None on a read-only handle)."""
-        if self._conn.readonly:
-            return None
-        with self._use(write=True) as conn, conn.write_transaction():
-            return store_receipt(
-                conn, kind, body, namespace=namespace, checkpoint_id=checkpoint_id, at_ms=_now_ms()
+        with self._handle.use() as store:
+            return receipts.record(
+                store.conn,
+                kind,
+                dict(body),
+                namespace=namespace,
+                checkpoint_id=checkpoint_id,
+                at_ms=_now_ms(),
             )
 
 
-class _LockedReader(io.RawIOBase):
-    """A chunked-entry stream that takes the database lock for each chunk it reads."""
-
-    def __init__(self, db: Database, entry: catalog.EntryRow, where: dict[str, Any]) -> None:
-        super().__init__()
-        self._db = db
-        with db._use():
-            self._inner = blobs.ChunkedBlobReader(
-                db._blobs, entry.blob_id, entry.digest, entry.size, where
-            )
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        with self._db._use():
-            return self._inner.readinto(buffer)
-
-    def readall(self) -> bytes:
-        with self._db._use():
-            return self._inner.readall()
-
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def close(self) -> None:
-        if not self.closed:
-            self._inner.close()
-        super().close()
-
-    def iter_chunks(self) -> Iterator[bytes]:
-        """Verified chunk-sized pieces."""
-        pieces = self._inner.iter_chunks()
-        while True:
-            with self._db._use():
-                piece = next(pieces, None)
-            if piece is None:
-                return
-            yield piece
+def _reason(reason: object) -> None:
+    if not isinstance(reason, str) or not reason or len(reason) > 200:
+        raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
 
 
-def _migration_info(m: migrate.Migration, *, with_sql: bool) -> models.MigrationInfo:
-    return models.MigrationInfo(
-        migration_set=m.migration_set,
-        version=m.version,
-        name=m.name,
-        checksum=m.checksum,
-        sql=m.sql if with_sql else None,
-    )
-
-
-def _pointer_model(ptr: catalog.PointerRow) -> models.Pointer:
-    return models.Pointer(
-        namespace=ptr.namespace,
-        current_id=ptr.current_id,
-        fallback_id=ptr.fallback_id,
-        revision=ptr.revision,
-        digest=ptr.digest,
-        previous_digest=ptr.previous_digest,
-        updated_at=models.from_ms(ptr.updated_at_ms),
-    )
+def _limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise errors.InvalidInputError("limit must be a non-negative whole number or None")
+    return limit

@@ -7,8 +7,10 @@ user's is ever damaged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 
@@ -68,12 +70,15 @@ def run(path: str) -> Iterator[str]:
                 current = sdb.current(NAMESPACE)
                 assert current is not None
                 digest = current.entries["memory/notes.md"].digest
-                # Simulate bit rot: flip one stored byte of the newest notes.
-                sdb._conn.execute(
+            # Simulate bit rot on the closed scratch copy, from outside ckptdb (as any other
+            # program could): upper-case the stored bytes of the newest notes.
+            with contextlib.closing(sqlite3.connect(copy)) as raw, raw:
+                raw.execute(
                     "UPDATE blob SET inline_data = CAST(upper(CAST(inline_data AS TEXT)) AS BLOB)"
                     " WHERE digest = ?",
                     (digest,),
                 )
+            with open_database(copy) as sdb:
                 yield f"   flipped bytes of 'memory/notes.md' in checkpoint {current.id[:12]}"
                 try:
                     sdb.load(NAMESPACE)

@@ -309,3 +309,21 @@ class MigrationFailedError(SchemaError):
     """A migration failed; the database stays at the last completed version."""
 
     code = "migration_failed"
+
+
+class ConstraintViolationError(CkptdbError):
+    """A schema constraint fired: a ckptdb bug or a damaged database. Run ``ckptdb verify``."""
+
+    code = "constraint_violation"
+
+
+class SqlError(CkptdbError):
+    """SQLite rejected a statement (e.g. a query given to ``Database.query``)."""
+
+    code = "sql_error"
+
+
+class InvalidPolicyError(InvalidInputError):
+    """A retention policy with a rule that is out of range or unknown."""
+
+    code = "invalid_policy"

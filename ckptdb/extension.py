@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .store.rows import check_types
+
+__all__ = ["Params", "Row", "Session", "check_types"]
+
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any]
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import errors, validation
 
@@ -103,6 +103,19 @@ class RetentionPolicy(BaseModel):
     keep_weekly: int | None = Field(default=None, ge=1)
     keep_best: tuple[KeepBest, ...] = ()
     keep_matching: dict[str, Any] | None = None
+
+    def __init__(self, **rules: Any) -> None:
+        # A bad rule is the caller's input: a typed ckptdb error, not pydantic's.
+        try:
+            super().__init__(**rules)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'policy'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise errors.InvalidPolicyError(
+                f"invalid retention policy ({problems}); see RetentionPolicy for the rules"
+            ) from exc
 
     @field_validator("keep_within_seconds", mode="before")
     @classmethod

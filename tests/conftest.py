@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import ckptdb
+from ckptdb.ops.handle import Handle
+from ckptdb.ops.open import open_handle
 
 REPO = Path(__file__).resolve().parent.parent
-# The reliability harness (fault VFS, crash workers) lives in tools/ and is shared with it.
-sys.path.insert(0, str(REPO / "tools"))
 
 
 @pytest.fixture
@@ -49,12 +51,32 @@ def all_files_digest(path: Path) -> dict[str, str | None]:
 
 
 def child_env() -> dict[str, str]:
-    """Environment for child Python processes that must import this ckptdb and tools/."""
+    """Environment for child Python processes (the installed ckptdb, these tests' helpers)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "tools"), str(REPO / "tests"), env.get("PYTHONPATH", "")]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")])
     return env
+
+
+def run_tool(
+    name: str, *args: str, tmp: Path, timeout: float = 1200, ok: bool = True
+) -> dict[str, object]:
+    """Run ``tools/NAME.py ARGS --json FILE`` as its own process (a tool is a program; tests
+    never import one) and return the JSON it wrote. ``ok``: its exit status must be 0."""
+    out = tmp / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / f"{name}.py"), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+        check=False,
+    )
+    if ok:
+        assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    assert out.exists(), (proc.returncode, proc.stderr[-3000:])
+    result = json.loads(out.read_text())
+    assert isinstance(result, dict)
+    return result
 
 
 def raw_sql(
@@ -97,3 +119,19 @@ def store_wrong_types(path: str | Path, table: str, values: dict[str, object]) -
     )
     raw_sql(path, rewrite, (original, table))
     return int(changed[0][0])  # type: ignore[call-overload]
+
+
+def engine(path: str | Path) -> Handle:
+    """A store-level handle on an existing file, below the public API: for tests that must
+    drive an operation's internals (a publish with a crafted plan, a staged blob)."""
+    return open_handle(
+        os.path.abspath(path),
+        readonly=False,
+        create=False,
+        migrate_mode="auto",
+        synchronous="full",
+        busy_timeout=5.0,
+        chunk_size=None,
+        page_size=None,
+        vfs=None,
+    )

@@ -241,16 +241,18 @@ def test_checkout_writes_private_files_and_refuses_unsafe_targets(
 def _craft_checkpoint_with_name(path: Path, namespace: str, name: str) -> None:
     """Publish a checkpoint whose manifest (consistently hashed) has an unsafe entry name, as
     a hostile file would: through the publish internals, skipping name validation."""
-    from ckptdb.blobs import PreparedEntry
-    from ckptdb.publish import CommitPlan, publish
+    from conftest import engine
 
-    with ckptdb.open(path) as db:
-        blob = db._blobs.prepare(b"evil bytes", [0], 0)
+    from ckptdb.ops.commit import CommitPlan, publish
+    from ckptdb.ops.prepare import PreparedEntry, prepare
+
+    with engine(path) as eng, eng.use(write=True) as store:
+        blob = prepare(store.blobs, b"evil bytes", [0], 0)
         plan = CommitPlan(
             namespace, [PreparedEntry(name, blob, None, None)], "{}", ckptdb.UNSET, "crafted"
         )
-        with db._conn.write_transaction():
-            publish(db._conn, db._blobs, plan, 0)
+        with store.conn.write_transaction():
+            publish(store, plan, 0)
 
 
 @pytest.mark.parametrize("evil", ["../escape.txt", "/abs/path", "a/../../b", "ok/./x", "x\x00y"])

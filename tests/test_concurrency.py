@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import concurrency
-from conftest import child_env
+from conftest import run_tool
 
 COMMITS = int(os.environ.get("CKPTDB_CONCURRENCY_COMMITS", "100"))
 
 
 def test_writers_readers_and_gc_share_one_file(tmp_path: Path) -> None:
-    result = concurrency.run(COMMITS, tmp_path, env=child_env())
+    result: dict = run_tool("concurrency", "--commits", str(COMMITS), tmp=tmp_path)  # type: ignore[type-arg]
     assert result["violations"] == []
     assert result["total_commits"] == 8 * COMMITS
     assert result["cas_conflicts_retried"] > 0  # the compare-and-swap really raced

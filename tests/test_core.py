@@ -106,10 +106,10 @@ def test_same_50mb_committed_twice_grows_file_by_less_than_one_percent(
         return total
 
     db.commit("run-1", {"big.bin": src}, metadata={"step": 1})
-    db._conn.wal_checkpoint("TRUNCATE")
+    raw_sql(db.path, "PRAGMA wal_checkpoint(TRUNCATE)")
     before = size()
     ack = db.commit("run-2", {"big.bin": src}, metadata={"step": 2})
-    db._conn.wal_checkpoint("TRUNCATE")
+    raw_sql(db.path, "PRAGMA wal_checkpoint(TRUNCATE)")
     after = size()
     assert ack.bytes_stored == 0 and ack.bytes_deduplicated == 50 * 1024 * 1024
     assert after - before < 0.01 * before, (before, after)

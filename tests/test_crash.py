@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import crash_loop
-from conftest import child_env
+from conftest import run_tool
 
 KILLS = int(os.environ.get("CKPTDB_CRASH_KILLS", "100"))
 
 
 def test_sigkill_never_loses_an_acknowledged_checkpoint(tmp_path: Path) -> None:
-    result = crash_loop.run(KILLS, seed=20261129, workdir=tmp_path, env=child_env())
+    result: dict = run_tool(  # type: ignore[type-arg]
+        "crash_loop", "--kills", str(KILLS), "--seed", "20261129", tmp=tmp_path
+    )
     assert result["violations"] == []
     assert result["commits_acknowledged"] > KILLS  # kills landed while work was happening
     assert result["gc_runs_completed"] > 0 and result["pins_acknowledged"] > 0

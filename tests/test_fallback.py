@@ -207,3 +207,25 @@ def _first_chunk_digest(db: ckptdb.Database, data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data[:CHUNK]).hexdigest()
+
+
+def test_a_failed_commit_leaves_no_repair_for_an_unrelated_commit(db: ckptdb.Database) -> None:
+    """Regression: repairs used to be kept on the blob store between transactions, so a
+    commit that failed after repairing left them to be recorded by the next, unrelated
+    commit. A repair is now what a function returns, recorded in the same transaction."""
+    state = b"the state the damaged copy should hold"
+    first = db.commit("brain", {"a": state})
+    digest = db.get(first.checkpoint_id).entries["a"].digest
+    _corrupt_blob(db.path, digest)
+    missing = ckptdb.BlobRef("e" * 64, 3)
+    with pytest.raises(ckptdb.errors.BlobMissingError):
+        db.commit("brain", {"a": state, "b": missing})
+    assert db.receipts(kind="repair") == []
+    with pytest.raises(ckptdb.CorruptionError):
+        db.get(first.checkpoint_id).read("a")  # the failed commit's repair rolled back
+    db.commit("elsewhere", {"x": b"unrelated"})
+    assert db.receipts(kind="repair") == []
+    db.commit("brain", {"a": state, "b": b"present"})  # a commit that repairs, and lands
+    (repair,) = db.receipts(kind="repair")
+    assert repair.body["digests"] == [digest] and repair.namespace == "brain"
+    assert db.get(first.checkpoint_id).read("a") == state

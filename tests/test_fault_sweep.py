@@ -5,11 +5,13 @@ complete; acknowledged commits survive power loss."""
 
 from __future__ import annotations
 
-import fault_sweep
+from pathlib import Path
+
+from conftest import run_tool
 
 
-def test_quick_fault_sweep_finds_no_violation() -> None:
-    result = fault_sweep.run_sweep(quick=True)
+def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
+    result: dict = run_tool("fault_sweep", "--quick", tmp=tmp_path)  # type: ignore[type-arg]
     assert result["violations"] == []
     assert set(result["per_operation"]) == {
         "commit-small",

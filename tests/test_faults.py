@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultvfs import FaultPlan, FaultVFS
 
 import ckptdb
 from ckptdb import errors
+from ckptdb.connection.faults import FaultPlan, FaultVFS
 
 CHUNK = 64 * 1024
 

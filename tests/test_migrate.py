@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, all_files_digest, child_env, file_digest, raw_sql
-from faultvfs import FaultPlan, FaultVFS
 
 import ckptdb
-from ckptdb import errors, migrate
+from ckptdb import errors
 from ckptdb.cli import main
+from ckptdb.connection.faults import FaultPlan, FaultVFS
+from ckptdb.store import migrations as migrate
 
 V1 = REPO / "tests" / "fixtures" / "v1.ckpt"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ckptdb
-from ckptdb.migrate import core_set
+from ckptdb.store.migrations import core_set
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("v*.ckpt"))
 

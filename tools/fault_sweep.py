@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultvfs import OPS, FaultPlan, FaultVFS, copy_image
-
 import ckptdb
 from ckptdb import errors
+from ckptdb.connection.faults import OPS, FaultPlan, FaultVFS, copy_image
+from ckptdb.store.migrations import core_set
 
 CHUNK = 64 * 1024
 REPO = Path(__file__).resolve().parent.parent
@@ -184,7 +184,7 @@ def _migrate_op() -> Operation:
     def state(path: Path, ctx: dict[str, Any]) -> str:
         with ckptdb.open(path, migrate="check") as db:
             version = db.migration_status().file_version
-        latest = ckptdb.migrate.core_set().latest
+        latest = core_set().latest
         if version == 1:
             return "old"
         if not 1 < version <= latest:

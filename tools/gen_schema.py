@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import ckptdb
 from ckptdb import models
 from ckptdb.connection import open_connection
-from ckptdb.migrate import core_set
+from ckptdb.store.migrations import core_set
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = REPO / "schema"
@@ -38,8 +40,133 @@ EXPORTED_MODELS: list[type[models.BaseModel]] = [
 ]
 
 
+#: What each table is: canonical (the truth; lose it and data is lost), derived (could be
+#: rebuilt from canonical rows) or a record (an audit trail: kept, never needed to read data).
+ROLES: dict[str, str] = {
+    "ckptdb_migration": "canonical (schema history)",
+    "setting": "canonical",
+    "namespace": "canonical",
+    "checkpoint": "canonical",
+    "entry": "canonical",
+    "blob": "canonical",
+    "blob_chunk": "canonical",
+    "chunk": "canonical",
+    "chunk_data": "canonical",
+    "pointer": "canonical",
+    "pointer_history": "record (the reflog: its last row equals the pointer)",
+    "receipt": "record",
+    "pin": "canonical",
+    "retention": "canonical (policy)",
+}
+
+#: Invariants that hold in every valid file and where the code enforces them. They are the
+#: part of the schema's contract that SQL constraints cannot state.
+INVARIANTS: dict[str, list[str]] = {
+    "ckptdb_migration": [
+        "one row per applied migration, versions 1..N without gaps; checksum = sha256 of the"
+        " shipped file (line endings normalized); the core set's N = PRAGMA user_version",
+        "owner: ckptdb/store/migrations.py",
+    ],
+    "setting": [
+        "chunk_size is written once when the file is created and never changed (dedup of"
+        " chunked blobs needs the same cut points)",
+        "owner: ckptdb/store/settings.py",
+    ],
+    "namespace": ["owner: ckptdb/store/checkpoints.py"],
+    "checkpoint": [
+        "immutable: a row is never updated; id = sha256 of the canonical manifest (namespace,"
+        " parent_id, generation, entries, metadata) -- so entry_count and total_size are"
+        " checked against the entries, and created_at_ms is not covered",
+        "generation = 1 without a parent, else the parent's generation + 1 (checked by verify"
+        " while the parent is stored)",
+        "format: always 1 (the manifest encoding's version; canonical.FORMAT_VERSION)",
+        "owner: ckptdb/store/checkpoints.py",
+    ],
+    "entry": [
+        "immutable; one row per (checkpoint, name); names are safe relative POSIX paths",
+        "owner: ckptdb/store/checkpoints.py",
+    ],
+    "blob": [
+        "digest = sha256 of the raw bytes; inline (chunk_count = 0, inline_data of `size`"
+        " bytes) or chunked (chunk_list_digest = sha256 over the ordered chunk digests)",
+        "inline_data is rewritten only to repair damaged bytes from a caller's verified copy",
+        "owner: ckptdb/store/blobs.py",
+    ],
+    "blob_chunk": ["the chunk list of a chunked blob, seq 0..n-1", "owner: ckptdb/store/blobs.py"],
+    "chunk": [
+        "digest = sha256 of the chunk's bytes; last_touched_ms restarts GC's grace period on a"
+        " dedup hit (this small row is touched, never the bytes)",
+        "owner: ckptdb/store/blobs.py",
+    ],
+    "chunk_data": [
+        "written once with incremental blob I/O, never updated (a damaged copy is deleted and"
+        " written again)",
+        "owner: ckptdb/store/blobs.py",
+    ],
+    "pointer": [
+        "fallback = the previous CURRENT; digest seals (namespace, revision, current,"
+        " fallback, previous_digest) and previous_digest chains to the move before",
+        "confirmed_at_ms exists so that a commit whose COMMIT failed can be confirmed by a"
+        " later transaction that itself commits (its frames are then durable)",
+        "owner: ckptdb/store/pointers.py",
+    ],
+    "pointer_history": [
+        "append-only (GC's keep_history may trim the oldest, recording the floor in its"
+        " receipt); the newest row of a namespace equals its pointer",
+        "owner: ckptdb/store/pointers.py",
+    ],
+    "receipt": [
+        "digest = sha256 over (kind, namespace, checkpoint_id, at_ms, body)",
+        "owner: ckptdb/store/receipts.py",
+    ],
+    "pin": [
+        "write-once names; the foreign key makes a pinned checkpoint undeletable",
+        "owner: ckptdb/store/pins.py",
+    ],
+    "retention": ["owner: ckptdb/store/settings.py"],
+}
+
+_CREATE = re.compile(
+    r"^CREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX|VIEW|TRIGGER)\s+(?:IF NOT EXISTS\s+)?(\w+)",
+    re.IGNORECASE,
+)
+
+
+def _comment_blocks() -> dict[str, list[str]]:
+    """Each object's comment block: the comment lines right above its CREATE statement in
+    the migration that created it (the newest one, if an object was re-created)."""
+    blocks: dict[str, list[str]] = {}
+    for migration in core_set().migrations:
+        pending: list[str] = []
+        for line in migration.sql.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("--"):
+                pending.append(stripped[2:].strip())
+                continue
+            match = _CREATE.match(stripped)
+            if match and pending:
+                # A file's header paragraph is not about its first object.
+                body = pending
+                if "" in body and body[0].startswith("ckptdb core schema"):
+                    body = body[body.index("") + 1 :] if "" in body else []
+                if body:
+                    blocks[match.group(2)] = body
+            pending = [] if stripped else pending
+            if not stripped:
+                pending = []
+    return blocks
+
+
+def _wrap(line: str, width: int = 92) -> str:
+    """A comment line folded to ``width`` columns (continuations indented)."""
+    if len(line) <= width:
+        return line
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="--   "))
+
+
 def full_schema_sql() -> str:
-    """The CREATE statements of a freshly created database, in creation order."""
+    """The CREATE statements of a freshly created database, in creation order, each with
+    its comment block, role and invariants."""
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "schema.ckpt")
         ckptdb.open(path).close()
@@ -52,14 +179,31 @@ def full_schema_sql() -> str:
         finally:
             conn.close()
     migrations = ", ".join(f"{m.version:04d}_{m.name}" for m in core_set().migrations)
+    blocks = _comment_blocks()
     out = [
         "-- GENERATED by tools/gen_schema.py -- do not edit; change migrations/ instead.",
         f"-- The full ckptdb core schema after migrations: {migrations}.",
         f"-- PRAGMA application_id = {0x636B7074} ('ckpt'); PRAGMA user_version = "
         f"{core_set().latest}.",
+        "--",
+        "-- Every table below has one owning module under ckptdb/store/ (named with it), the",
+        "-- only code that writes it. Roles: canonical = the truth; record = an audit trail;",
+        "-- views are derived and read-only. A valid file has no triggers.",
         "",
     ]
-    for _kind, _name, sql in rows:
+    for kind, name, sql in rows:
+        lines = [f"-- {line}".rstrip() for line in blocks.get(name, [])]
+        if kind == "table":
+            lines.append(f"-- Role: {ROLES.get(name, 'canonical')}.")
+            lines.extend(
+                f"-- Invariant: {text}."
+                if not text.startswith("owner:")
+                else f"-- Owner: {text[7:]}."
+                for text in INVARIANTS.get(name, [])
+            )
+        elif kind == "view":
+            lines.append("-- Role: derived (a read-only view for SQL inspection).")
+        out.extend(_wrap(line) for line in lines)
         out.append(f"{sql};\n")
     return "\n".join(out)
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import ckptdb
-from ckptdb.migrate import core_set
+from ckptdb.store.migrations import core_set
 
 REPO = Path(__file__).resolve().parent.parent
 CHUNK = 64 * 1024

@@ -183,7 +183,7 @@ class Collector:
         now_ms = time.time_ns() // 1_000_000
         receipt_id = None
         if not self.dry_run:
-            receipt_id = self.db._record_receipt(
+            receipt_id = self.db.record_receipt(
                 "import-from",
                 {
                     "kind": self.kind,

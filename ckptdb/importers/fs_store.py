@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors, models, validation
-from ..blobs import Entry
+from ..types import Entry
 from .common import (
     Collector,
     Progress,

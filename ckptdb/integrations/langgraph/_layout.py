@@ -39,8 +39,8 @@ from typing import Any
 
 import ormsgpack
 
-from ...blobs import BlobRef
 from ...errors import CorruptionError, InvalidInputError
+from ...types import BlobRef
 
 NAMESPACE_PREFIX = "langgraph/"
 HASHED_NAMESPACE_PREFIX = "langgraph#"

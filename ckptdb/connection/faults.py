@@ -12,8 +12,10 @@ database file set:
 * ``power``  -- each file as of its last successful sync (what a power loss leaves: every
   write that was not synced is lost; the -shm is never kept).
 
-This is test machinery: it deliberately talks to apsw directly and is not part of the
-ckptdb package.
+Test machinery for ckptdb's own reliability harness (and a host that wants to inject
+faults under its own use of ckptdb). It lives in the connection package because it is an
+SQLite VFS: nothing outside ``ckptdb.connection`` talks to apsw. A VFS is registered under
+its name; open a database through it with ``ckptdb.open(path, vfs=fault.name)``.
 """
 
 from __future__ import annotations

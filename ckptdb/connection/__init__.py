@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import apsw
 
-from . import errors
+from .. import errors
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 SqlValue = None | int | float | str | bytes
@@ -119,16 +119,9 @@ def _translate(exc: BaseException, what: str) -> errors.CkptdbError:
     return SqlFailure(f"{detail}.")
 
 
-class ConstraintViolation(errors.CkptdbError):
-    """A schema constraint fired: a ckptdb bug or a damaged database."""
-
-    code = "constraint_violation"
-
-
-class SqlFailure(errors.CkptdbError):
-    """SQLite rejected a statement."""
-
-    code = "sql_error"
+# The error classes live with every other one in ckptdb.errors (one vocabulary).
+ConstraintViolation = errors.ConstraintViolationError
+SqlFailure = errors.SqlError
 
 
 #: What a statement can raise from the driver: apsw's errors, and text that cannot be

@@ -6,13 +6,14 @@ import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from . import catalog, errors, models
-from .blobs import BlobRef
-
-if TYPE_CHECKING:
-    from .database import Database
+from .. import errors, models
+from ..store.checkpoints import check_manifest
+from ..store.rows import CheckpointRow, EntryRow
+from ..types import BlobRef
+from . import read
+from .handle import Handle
 
 
 class Checkpoint:
@@ -23,13 +24,11 @@ class Checkpoint:
     against that digest before returning them.
     """
 
-    __slots__ = ("_db", "_entries", "_info", "_row")
+    __slots__ = ("_entries", "_handle", "_info", "_row")
 
-    def __init__(
-        self, db: Database, row: catalog.CheckpointRow, entries: list[catalog.EntryRow]
-    ) -> None:
-        catalog.check_manifest(row, entries)
-        self._db = db
+    def __init__(self, handle: Handle, row: CheckpointRow, entries: list[EntryRow]) -> None:
+        check_manifest(row, entries)
+        self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}
         self._info = checkpoint_info(row, entries)
@@ -95,13 +94,13 @@ class Checkpoint:
 
     # -- bytes -----------------------------------------------------------------------------
 
-    def _entry(self, name: str) -> catalog.EntryRow:
+    def _entry(self, name: str) -> EntryRow:
         try:
             return self._entries[name]
         except KeyError:
             raise errors.EntryNotFoundError(
                 f"checkpoint {self.id[:12]} has no entry {name!r}; it has "
-                f"{len(self._entries)} entries (see .entries)",
+                f"{len(self._entries)} entries",
                 checkpoint_id=self.id,
                 entry=name,
             ) from None
@@ -109,14 +108,14 @@ class Checkpoint:
     def read(self, name: str) -> bytes:
         """All bytes of an entry, verified against its digest. Raises CorruptionError (never
         returns wrong bytes) and EntryNotFoundError."""
-        return self._db._read_entry(self, self._entry(name))
+        return read.read_entry(self._handle, self.id, self._entry(name))
 
     def open(self, name: str) -> IO[bytes]:
         """A binary stream over an entry that verifies each piece before returning it.
 
         Memory stays bounded by one chunk whatever the entry size.
         """
-        return self._db._open_entry(self, self._entry(name))
+        return read.open_entry(self._handle, self.id, self._entry(name))
 
     def ref(self, name: str) -> BlobRef:
         """A reference to an entry's stored content, to commit it again without its bytes."""
@@ -125,7 +124,7 @@ class Checkpoint:
 
     def iter_bytes(self, name: str) -> Iterator[bytes]:
         """The entry's bytes as verified pieces (at most one chunk each)."""
-        return self._db._iter_entry(self, self._entry(name))
+        return read.iter_entry(self._handle, self.id, self._entry(name))
 
     def verify(self) -> None:
         """Read and verify every entry; raise CorruptionError for the first bad one."""
@@ -134,9 +133,7 @@ class Checkpoint:
                 pass
 
 
-def checkpoint_info(
-    row: catalog.CheckpointRow, entries: list[catalog.EntryRow]
-) -> models.CheckpointInfo:
+def checkpoint_info(row: CheckpointRow, entries: list[EntryRow]) -> models.CheckpointInfo:
     """The manifest model of a stored checkpoint."""
     return models.CheckpointInfo(
         id=row.id,

@@ -1,4 +1,4 @@
-"""Blobs: turning caller values into hashed, content-addressed storage and back.
+"""The blob tables: ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data``.
 
 Storage model (see ``migrations/0001_core.sql``): a blob no larger than the file's chunk size
 is stored inline in its ``blob`` row, inside the commit transaction. A larger blob (or a
@@ -18,77 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import stat
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
-from . import canonical, errors, validation
-from .connection import Connection
+from .. import canonical, errors
+from ..connection import Connection
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
 MAX_CHUNK_SIZE = 256 * 1024 * 1024
-#: Streamed/path entries small enough to inline are read into memory only up to this many
-#: bytes per commit; beyond it they are staged as chunks so memory stays bounded.
-INLINE_BUDGET = 64 * 1024 * 1024
-
-
-class Entry:
-    """An entry value with optional attributes that become part of the manifest.
-
-    ``value`` is bytes, str (stored as UTF-8), a path (``os.PathLike``) or a binary file
-    object (streamed). ``media_type`` (e.g. ``application/json``) and ``schema`` (a schema
-    pin such as ``graph-snapshot/v3``) are recorded in the manifest and the checkpoint id.
-    """
-
-    __slots__ = ("media_type", "schema", "value")
-
-    def __init__(self, value: Any, *, media_type: str | None = None, schema: str | None = None):
-        self.value = value
-        self.media_type = validation.optional_label(
-            media_type, "media_type", validation.MAX_MEDIA_TYPE_CHARS
-        )
-        self.schema = validation.optional_label(schema, "schema", validation.MAX_SCHEMA_CHARS)
-
-    def __repr__(self) -> str:
-        kind = type(self.value).__name__
-        return f"Entry({kind}, media_type={self.media_type!r}, schema={self.schema!r})"
-
-
-class BlobRef:
-    """Content already stored in this database, named by its digest and size.
-
-    Committing a ``BlobRef`` re-uses the stored blob without sending, hashing or comparing
-    its bytes again -- what an integration does for the parts of a state that did not
-    change (``Checkpoint.ref(name)`` gives the reference of an entry). The commit checks,
-    inside its transaction, that the blob still exists with that size; if GC removed it
-    meanwhile the commit fails with the retryable BlobMissingError (commit the bytes).
-    """
-
-    __slots__ = ("digest", "size")
-
-    def __init__(self, digest: str, size: int) -> None:
-        if not isinstance(digest, str) or not validation.is_full_id(digest):
-            raise errors.InvalidEntryError(f"BlobRef digest {digest!r} is not a sha256 hex digest")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise errors.InvalidEntryError(f"BlobRef size {size!r} is not a byte count")
-        self.digest = digest
-        self.size = size
-
-    def __repr__(self) -> str:
-        return f"BlobRef({self.digest[:12]}, {self.size})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BlobRef) and (other.digest, other.size) == (
-            self.digest,
-            self.size,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.digest, self.size))
 
 
 @dataclass
@@ -102,6 +42,8 @@ class PreparedBlob:
     chunk_digests: list[str] = field(default_factory=list)
     bytes_staged: int = 0
     reference: bool = False  # a BlobRef: the blob must already exist
+    #: digests of stored chunks whose damaged bytes staging rewrote from this value
+    repaired: list[str] = field(default_factory=list)
 
     @property
     def chunk_list_digest(self) -> str | None:
@@ -109,123 +51,7 @@ class PreparedBlob:
         return None if self.inline is not None else canonical.chunk_list_digest(self.chunk_digests)
 
 
-@dataclass
-class PreparedEntry:
-    """A validated entry name with its prepared blob."""
-
-    name: str
-    blob: PreparedBlob
-    media_type: str | None
-    schema: str | None
-
-    def record(self) -> canonical.EntryRecord:
-        """The entry as it takes part in the checkpoint identity."""
-        return canonical.EntryRecord(
-            self.name, self.blob.digest, self.blob.size, self.media_type, self.schema
-        )
-
-
-class _FileSnapshot(io.RawIOBase):
-    """A regular file read as it was when opened: never more than its size then (a file
-    that grows while read -- a log, or the database's own WAL -- cannot make a commit read
-    forever), and :meth:`check_unchanged` refuses it if it changed meanwhile."""
-
-    def __init__(self, fd: int, path: str) -> None:
-        super().__init__()
-        self._fd = fd
-        self._path = path
-        st = os.fstat(fd)
-        self._opened = (st.st_size, st.st_mtime_ns)
-        self._left = st.st_size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._left <= 0:
-            return 0
-        view = memoryview(buffer).cast("B")
-        got = os.readv(self._fd, [view[: min(len(view), self._left)]])
-        self._left -= got
-        return got
-
-    def close(self) -> None:
-        if not self.closed:
-            os.close(self._fd)
-        super().close()
-
-    def check_unchanged(self) -> None:
-        """InvalidEntryError if the file changed size or was modified while it was read."""
-        st = os.fstat(self._fd)
-        if self._left != 0 or (st.st_size, st.st_mtime_ns) != self._opened:
-            raise errors.InvalidEntryError(
-                f"{self._path!r} changed while it was being read; ckptdb stores a file as it "
-                "was at one moment. Commit it again once it is no longer being written."
-            )
-
-
-def _open_regular_file(path: os.PathLike[str] | str) -> _FileSnapshot:
-    """Open a path for reading without following a symlink; refuse non-regular files."""
-    try:
-        # O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer before
-        # fstat can refuse it; regular files ignore the flag.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise errors.InvalidEntryError(
-                f"{os.fspath(path)!r} is a symlink; ckptdb does not follow symlinks. Pass the "
-                "resolved path (Path.resolve()) if you mean its target."
-            ) from exc
-        raise errors.InvalidEntryError(f"cannot open {os.fspath(path)!r}: {exc}") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise errors.InvalidEntryError(
-                f"{os.fspath(path)!r} is not a regular file; entries are read from regular files"
-            )
-        return _FileSnapshot(fd, os.fspath(path))
-    except OSError as exc:
-        os.close(fd)
-        raise errors.InvalidEntryError(f"cannot stat {os.fspath(path)!r}: {exc}") from exc
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _read_exact(source: IO[bytes], n: int) -> bytes:
-    """Read ``n`` bytes, looping over short reads (pipes, sockets); fewer only at EOF."""
-    buf = bytearray(n)
-    got = _fill(source, memoryview(buf))
-    del buf[got:]
-    return bytes(buf)
-
-
-def _fill(source: IO[bytes], view: memoryview) -> int:
-    """Fill ``view`` from ``source``; returns how many bytes arrived (short only at EOF)."""
-    readinto = getattr(source, "readinto", None)
-    pos = 0
-    while pos < len(view):
-        if readinto is not None:
-            got = readinto(view[pos:])
-            if got is None:
-                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
-        else:
-            data = source.read(len(view) - pos)
-            if data is None:
-                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
-            if not isinstance(data, bytes | bytearray | memoryview):
-                raise errors.InvalidEntryError(
-                    "entry stream returned str; open files in binary mode ('rb')"
-                )
-            got = len(data)
-            view[pos : pos + got] = data
-        if not got:
-            break
-        pos += got
-    return pos
-
-
-class _BackgroundHash:
+class BackgroundHash:
     """sha256 over a sequence of buffers, updated in order on a helper thread.
 
     The whole-blob digest of a chunked blob is computed while the caller hashes each
@@ -267,119 +93,28 @@ def verified_inline(stored: object, size: int, digest: str) -> bytes | None:
 
 
 class BlobStore:
-    """SQL for blobs and chunks, on one connection."""
+    """The ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data`` tables, on one connection.
+
+    The only code that reads or writes them. Nothing here keeps state between calls: a
+    function that repairs damaged bytes says so in what it returns.
+    """
 
     def __init__(self, conn: Connection, chunk_size: int) -> None:
         self.conn = conn
         self.chunk_size = chunk_size
-        #: digests whose damaged stored bytes were rewritten from a caller's verified bytes
-        self.repaired: list[str] = []
 
-    # -- preparing (outside the commit transaction) ------------------------------------------
+    # -- chunks (staged before the commit transaction, each in its own) ------------------
 
-    def prepare(self, value: Any, budget: list[int], now_ms: int) -> PreparedBlob:
-        """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
-        in-memory allowance of this commit for streamed values (mutated)."""
-        if isinstance(value, BlobRef):
-            return PreparedBlob(value.digest, value.size, reference=True)
-        if isinstance(value, bytes | bytearray | memoryview):
-            data = bytes(value)
-            return self._prepare_bytes(data, now_ms)
-        if isinstance(value, str):
-            try:
-                data = value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise errors.InvalidEntryError(
-                    f"a str value holds a lone surrogate at index {exc.start} (often bytes that "
-                    "are not UTF-8, decoded with surrogateescape); pass valid text, or bytes"
-                ) from exc
-            return self._prepare_bytes(data, now_ms)
-        if isinstance(value, os.PathLike):
-            snapshot = _open_regular_file(value)
-            with io.BufferedReader(snapshot) as reader:  # closing it closes the file
-                prepared = self._prepare_stream(reader, budget, now_ms)
-                snapshot.check_unchanged()
-                return prepared
-        if hasattr(value, "read"):
-            return self._prepare_stream(value, budget, now_ms)
-        raise errors.InvalidEntryError(
-            f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
-            "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"
-        )
-
-    def _prepare_bytes(self, data: bytes, now_ms: int) -> PreparedBlob:
-        if len(data) <= self.chunk_size:
-            return PreparedBlob(hashlib.sha256(data).hexdigest(), len(data), inline=data)
-        return self._stage(io.BytesIO(data), [], now_ms)
-
-    def _prepare_stream(self, source: IO[bytes], budget: list[int], now_ms: int) -> PreparedBlob:
-        first = _read_exact(source, self.chunk_size)
-        more = b"" if len(first) < self.chunk_size else _read_exact(source, self.chunk_size)
-        if not more and len(first) <= budget[0]:
-            budget[0] -= len(first)
-            return PreparedBlob(hashlib.sha256(first).hexdigest(), len(first), inline=first)
-        return self._stage(source, [first, more], now_ms)
-
-    def _stage(self, source: IO[bytes], head: list[bytes], now_ms: int) -> PreparedBlob:
-        """Write a stream as chunks, one short transaction per chunk.
-
-        ``head`` holds chunks already read from ``source`` (each full-sized but the last,
-        which ends the stream if it is short). Memory stays at a few chunks: the rest is
-        read into one reused buffer and written to SQLite with incremental blob I/O.
-
-        Staging transactions run with synchronous=NORMAL (no fsync each): the commit
-        transaction that later references the chunks fsyncs the WAL, which makes every frame
-        written before it durable too; a staged chunk that is never referenced is garbage.
-        """
-        whole = _BackgroundHash()
-        blob = PreparedBlob(digest="", size=0)
-
-        def stage(piece: bytes | memoryview) -> Future[None]:
-            queued = whole.update(piece)
-            digest = hashlib.sha256(piece).hexdigest()
-            chunk_id, written = self.stage_chunk(digest, piece, now_ms)
-            blob.chunk_ids.append(chunk_id)
-            blob.chunk_digests.append(digest)
-            blob.size += len(piece)
-            blob.bytes_staged += written
-            return queued
-
-        try:
-            with self.conn.relaxed_sync():
-                at_eof = False
-                for piece in head:
-                    if piece:
-                        stage(piece)
-                    if len(piece) < self.chunk_size:
-                        at_eof = True
-                        break
-                # Two buffers in turn: one is refilled while the other is still hashed.
-                buffers = [memoryview(bytearray(self.chunk_size)) for _ in range(2)]
-                in_flight: list[Future[None] | None] = [None, None]
-                turn = 0
-                while not at_eof:
-                    previous = in_flight[turn]
-                    if previous is not None:
-                        previous.result()
-                    got = _fill(source, buffers[turn])
-                    if got:
-                        in_flight[turn] = stage(buffers[turn][:got])
-                    at_eof = got < self.chunk_size
-                    turn ^= 1
-            blob.digest = whole.hexdigest()
-        finally:
-            whole.close()
-        if not blob.chunk_ids:
-            blob.inline = b""
-        return blob
-
-    def stage_chunk(self, digest: str, data: bytes | memoryview, now_ms: int) -> tuple[int, int]:
-        """Store one chunk in its own short transaction. Returns (chunk_id, bytes written).
+    def stage_chunk(
+        self, digest: str, data: bytes | memoryview, now_ms: int
+    ) -> tuple[int, int, bool]:
+        """Store one chunk in its own short transaction. Returns (chunk_id, bytes written,
+        repaired).
 
         A chunk that already exists is touched (``last_touched_ms``, so GC's grace period
         restarts) and its stored bytes are compared with ``data``: if they were damaged,
         they are rewritten from ``data`` (which hashes to the digest), so a new checkpoint
-        never inherits corrupt bytes through deduplication.
+        never inherits corrupt bytes through deduplication; ``repaired`` says so.
         """
         with self.conn.write_transaction():
             row = self.conn.one(
@@ -387,41 +122,66 @@ class BlobStore:
                 " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?",
                 (data, digest),
             )
+            repaired = False
             if row is not None:
                 chunk_id = int(row[0])
-                self.conn.execute(
-                    "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, chunk_id)
-                )
+                self.touch_chunk(chunk_id, now_ms)
                 if row[1] == 1:
-                    return chunk_id, 0
+                    return chunk_id, 0, False
                 self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
-                self.repaired.append(digest)
+                repaired = True
             else:
-                self.conn.execute(
-                    "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
-                    (digest, len(data), now_ms),
-                )
-                chunk_id = self.conn.last_insert_rowid()
-            # zeroblob + incremental write: the bytes go straight into the row's pages
-            # instead of being copied into a bound parameter and a record first.
-            self.conn.execute(
-                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, zeroblob(?))",
-                (chunk_id, len(data)),
-            )
-            self.conn.write_blob("chunk_data", "data", chunk_id, data)
-            return chunk_id, len(data)
+                chunk_id = self._insert_chunk_row(digest, len(data), now_ms)
+            self._write_chunk_bytes(chunk_id, data)
+            return chunk_id, len(data), repaired
 
-    # -- inside the commit transaction ------------------------------------------------------
+    def find_chunk(self, digest: str) -> int | None:
+        """The id of the chunk with this digest, if stored."""
+        value = self.conn.scalar("SELECT chunk_id FROM chunk WHERE digest = ?", (digest,))
+        return None if value is None else int(value)
 
-    def insert(self, blob: PreparedBlob, now_ms: int) -> tuple[int, int]:
-        """Make sure the blob row exists. Returns (blob_id, new bytes written).
+    def touch_chunk(self, chunk_id: int, now_ms: int) -> None:
+        """Restart a chunk's grace period (a dedup hit touches this small row, never the
+        bytes)."""
+        self.conn.execute(
+            "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, chunk_id)
+        )
+
+    def insert_chunk(self, digest: str, data: bytes | memoryview, now_ms: int) -> int:
+        """Insert a new chunk whose bytes were verified by the caller (inside a write
+        transaction). Returns its id."""
+        chunk_id = self._insert_chunk_row(digest, len(data), now_ms)
+        self._write_chunk_bytes(chunk_id, data)
+        return chunk_id
+
+    def _insert_chunk_row(self, digest: str, size: int, now_ms: int) -> int:
+        self.conn.execute(
+            "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
+            (digest, size, now_ms),
+        )
+        return self.conn.last_insert_rowid()
+
+    def _write_chunk_bytes(self, chunk_id: int, data: bytes | memoryview) -> None:
+        # zeroblob + incremental write: the bytes go straight into the row's pages instead
+        # of being copied into a bound parameter and a record first.
+        self.conn.execute(
+            "INSERT INTO chunk_data (chunk_id, data) VALUES (?, zeroblob(?))",
+            (chunk_id, len(data)),
+        )
+        self.conn.write_blob("chunk_data", "data", chunk_id, data)
+
+    # -- blobs (inside the commit transaction) -------------------------------------------
+
+    def insert(self, blob: PreparedBlob, now_ms: int) -> tuple[int, int, bool]:
+        """Make sure the blob row exists. Returns (blob_id, new bytes written, repaired).
 
         For a chunked blob, every staged chunk must still exist: GC may have reclaimed a
         staged chunk whose grace period ran out before this commit. Then the commit fails
         with the retryable ChunkMissingError instead of publishing missing bytes.
         """
         if blob.reference:
-            return self._referenced(blob)
+            blob_id, _ = self.find_blob(blob.digest, expect_size=blob.size)
+            return blob_id, 0, False
         if blob.inline is not None:
             # New content is the common case: one statement when it is.
             self.conn.execute(
@@ -430,7 +190,7 @@ class BlobStore:
                 (blob.digest, blob.size, blob.inline, now_ms),
             )
             if self.conn.changes() == 1:
-                return self.conn.last_insert_rowid(), blob.size
+                return self.conn.last_insert_rowid(), blob.size, False
         row = self.conn.one(
             "SELECT blob_id, chunk_count, inline_data = ? FROM blob WHERE digest = ?",
             (blob.inline, blob.digest),
@@ -441,42 +201,79 @@ class BlobStore:
                 self.conn.execute(
                     "UPDATE blob SET inline_data = ? WHERE blob_id = ?", (blob.inline, row[0])
                 )
-                self.repaired.append(blob.digest)
-                return int(row[0]), blob.size
+                return int(row[0]), blob.size, True
             # Chunks staged for it (new or repaired) are still bytes this commit wrote.
-            return int(row[0]), blob.bytes_staged
-        chunk_ids = self.resolve_chunks(blob.chunk_digests)
+            return int(row[0]), blob.bytes_staged, False
+        blob_id = self.insert_chunked(
+            blob.digest, blob.size, blob.chunk_digests, blob.chunk_list_digest, now_ms
+        )
+        return blob_id, blob.bytes_staged, False
+
+    def insert_inline(self, digest: str, data: bytes, now_ms: int) -> int:
+        """Insert a new inline blob whose bytes the caller verified. Returns its id."""
+        self.conn.execute(
+            "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms)"
+            " VALUES (?, ?, 0, ?, ?)",
+            (digest, len(data), data, now_ms),
+        )
+        return self.conn.last_insert_rowid()
+
+    def insert_chunked(
+        self,
+        digest: str,
+        size: int,
+        chunk_digests: list[str],
+        list_digest: str | None,
+        now_ms: int,
+    ) -> int:
+        """Insert a chunked blob over already staged chunks (inside the commit transaction).
+        ChunkMissingError (retryable) when GC took a staged chunk meanwhile."""
+        chunk_ids = self.resolve_chunks(chunk_digests)
         missing = sum(1 for c in chunk_ids if c is None)
         if missing:
             raise errors.ChunkMissingError(
-                f"{missing} staged chunk(s) of blob {blob.digest[:12]} were garbage-collected "
-                "before the commit; nothing was published. Retry the commit (it re-stages them)."
+                f"{missing} staged chunk(s) of blob {digest[:12]} were garbage-collected "
+                "before the commit; nothing was published. Retry (it re-stages them)."
             )
         self.conn.execute(
             "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
             " VALUES (?, ?, ?, ?, ?)",
-            (blob.digest, blob.size, len(blob.chunk_ids), blob.chunk_list_digest, now_ms),
+            (digest, size, len(chunk_ids), list_digest, now_ms),
         )
         blob_id = self.conn.last_insert_rowid()
         self.conn.executemany(
             "INSERT INTO blob_chunk (blob_id, seq, chunk_id) VALUES (?, ?, ?)",
             [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(chunk_ids)],
         )
-        return blob_id, blob.bytes_staged
+        return blob_id
 
-    def _referenced(self, blob: PreparedBlob) -> tuple[int, int]:
-        row = self.conn.one("SELECT blob_id, size FROM blob WHERE digest = ?", (blob.digest,))
+    def find_blob(self, digest: str, *, expect_size: int | None = None) -> tuple[int, int]:
+        """(blob_id, size) of a stored blob; BlobMissingError when it is not stored."""
+        row = self.conn.one("SELECT blob_id, size FROM blob WHERE digest = ?", (digest,))
         if row is None:
             raise errors.BlobMissingError(
-                f"the referenced blob {blob.digest[:12]} is not stored (never was, or it was "
+                f"the referenced blob {digest[:12]} is not stored (never was, or it was "
                 "garbage-collected); nothing was published. Commit the bytes instead.",
-                digest=blob.digest,
+                digest=digest,
             )
-        if int(row[1]) != blob.size:
+        if expect_size is not None and int(row[1]) != expect_size:
             raise errors.InvalidEntryError(
-                f"the referenced blob {blob.digest[:12]} has {row[1]} bytes, not {blob.size}"
+                f"the referenced blob {digest[:12]} has {row[1]} bytes, not {expect_size}"
             )
-        return int(row[0]), 0
+        return int(row[0]), int(row[1])
+
+    def blob_id(self, digest: str) -> int | None:
+        """The id of the blob with this digest, if stored."""
+        value = self.conn.scalar("SELECT blob_id FROM blob WHERE digest = ?", (digest,))
+        return None if value is None else int(value)
+
+    def inline_bytes(self, blob_id: int) -> object:
+        """The stored (unverified) inline bytes of a blob, as stored."""
+        return self.conn.scalar("SELECT inline_data FROM blob WHERE blob_id = ?", (blob_id,))
+
+    def chunk_list_digest(self, blob_id: int) -> object:
+        """The stored (unverified) chunk list digest of a blob."""
+        return self.conn.scalar("SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,))
 
     def resolve_chunks(self, digests: list[str]) -> list[int | None]:
         """The chunk id of each digest now (None where the chunk is gone).
@@ -584,7 +381,7 @@ class ChunkedBlobReader(io.RawIOBase):
         self._buffers = [bytearray(largest), bytearray(largest)]
         self._in_flight: list[Future[None] | None] = [None, None]
         self._buffer = memoryview(b"")
-        self._whole = _BackgroundHash()
+        self._whole = BackgroundHash()
         self._position = 0
 
     def _corrupt(self, what: str, detail_code: str) -> None:
@@ -668,3 +465,121 @@ class ChunkedBlobReader(io.RawIOBase):
             self._buffer = memoryview(b"")
             self._position += len(piece)
             yield piece
+
+
+# -- scans and deletion (GC and verify) ---------------------------------------------------
+# GC passes the names of its temporary tables of candidate ids (one ``seq`` column).
+
+
+def listed_blob_totals(conn: Connection, blob_table: str) -> tuple[int, int]:
+    """(count, inline bytes) of the blobs a temporary table lists."""
+    row = conn.one(
+        "SELECT count(*), coalesce(sum(CASE WHEN chunk_count = 0 THEN size ELSE 0 END), 0)"
+        f" FROM blob WHERE blob_id IN (SELECT seq FROM temp.{blob_table})"
+    )
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def chunks_freed_with(conn: Connection, blob_table: str, cutoff_ms: int) -> tuple[int, int]:
+    """(count, bytes) of the chunks that deleting the listed blobs would free, with the
+    orphans past their grace period (a dry run's estimate)."""
+    row = conn.one(
+        "SELECT count(*), coalesce(sum(size), 0) FROM chunk c WHERE c.last_touched_ms < ? AND ("
+        "  c.chunk_id IN (SELECT bc.chunk_id FROM blob_chunk bc"
+        f"   WHERE bc.blob_id IN (SELECT seq FROM temp.{blob_table}))"
+        "  AND NOT EXISTS (SELECT 1 FROM blob_chunk bc2 WHERE bc2.chunk_id = c.chunk_id"
+        f"   AND bc2.blob_id NOT IN (SELECT seq FROM temp.{blob_table}))"
+        "  OR NOT EXISTS (SELECT 1 FROM blob_chunk bc3 WHERE bc3.chunk_id = c.chunk_id))",
+        (cutoff_ms,),
+    )
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def chunks_of_listed(conn: Connection, blob_table: str) -> list[int]:
+    """Distinct chunk ids the listed blobs use."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT chunk_id FROM blob_chunk"
+            f" WHERE blob_id IN (SELECT seq FROM temp.{blob_table})"
+        )
+    ]
+
+
+def delete_listed(conn: Connection, blob_table: str) -> None:
+    """Delete the listed blobs (their chunk lists go with them: ON DELETE CASCADE)."""
+    conn.execute(f"DELETE FROM blob WHERE blob_id IN (SELECT seq FROM temp.{blob_table})")
+
+
+def delete_unused_chunks(conn: Connection, candidates_sql: str, cutoff_ms: int) -> tuple[int, int]:
+    """Delete the candidate chunks no blob references whose grace period is over
+    (``candidates_sql`` may use the :cutoff parameter). Returns (count, bytes)."""
+    where = (
+        f"chunk_id IN ({candidates_sql}) AND last_touched_ms < :cutoff"
+        " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
+    )
+    params = {"cutoff": cutoff_ms}
+    row = conn.one(f"SELECT count(*), coalesce(sum(size), 0) FROM chunk WHERE {where}", params)
+    conn.execute(f"DELETE FROM chunk WHERE {where}", params)
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def delete_orphan_chunks(conn: Connection, cutoff_ms: int, limit: int) -> tuple[int, int]:
+    """Delete up to ``limit`` staged chunks no blob references whose grace period is over."""
+    return delete_unused_chunks(
+        conn,
+        "SELECT c.chunk_id FROM chunk c WHERE c.last_touched_ms < :cutoff AND NOT EXISTS"
+        f" (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = c.chunk_id) LIMIT {int(limit)}",
+        cutoff_ms,
+    )
+
+
+def count_chunks(conn: Connection) -> int:
+    """Number of stored chunks."""
+    return int(conn.scalar("SELECT count(*) FROM chunk") or 0)
+
+
+def count_blobs(conn: Connection) -> int:
+    """Number of stored blobs."""
+    return int(conn.scalar("SELECT count(*) FROM blob") or 0)
+
+
+def iter_chunks_with_bytes(conn: Connection) -> Iterator[tuple[Any, ...]]:
+    """(chunk_id, digest, size, data) of every chunk, values as stored (for verify)."""
+    return conn.iterate(
+        "SELECT c.chunk_id, c.digest, c.size, d.data FROM chunk c"
+        " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
+    )
+
+
+def iter_blob_rows(conn: Connection, *, with_inline: bool) -> Iterator[tuple[Any, ...]]:
+    """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None) of
+    every blob, values as stored (for verify)."""
+    return conn.iterate(
+        "SELECT blob_id, digest, size, chunk_count, chunk_list_digest,"
+        f" {'inline_data' if with_inline else 'NULL'} FROM blob"
+    )
+
+
+def chunk_rows_of(conn: Connection, blob_id: int) -> list[tuple[Any, ...]]:
+    """(seq, chunk_id, digest, size) of a blob's chunk list in order, values as stored
+    (digest and size None where the chunk is gone)."""
+    return conn.execute(
+        "SELECT bc.seq, bc.chunk_id, c.digest, c.size FROM blob_chunk bc"
+        " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ? ORDER BY bc.seq",
+        (blob_id,),
+    )
+
+
+def chunk_bytes(conn: Connection, chunk_id: int) -> object:
+    """The stored (unverified) bytes of one chunk, as stored."""
+    return conn.scalar("SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+
+
+def stored_bytes(conn: Connection) -> tuple[int, int]:
+    """(inline bytes, chunk bytes) stored."""
+    row = conn.one(
+        "SELECT (SELECT coalesce(sum(length(inline_data)), 0) FROM blob WHERE chunk_count = 0),"
+        " (SELECT coalesce(sum(size), 0) FROM chunk)"
+    )
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))

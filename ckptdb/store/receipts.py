@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from . import canonical, catalog, errors, models
-from .connection import Connection
+from .. import canonical, errors, models
+from ..connection import Connection
+from .rows import check_types
 
 
 def _bound(
@@ -65,7 +67,7 @@ _RECEIPT_TYPES: tuple[Any, ...] = (int, str, (str, _N), (str, _N), int, str, str
 
 
 def _receipt(row: tuple[Any, ...]) -> models.Receipt:
-    catalog.check_types(row, _RECEIPT_TYPES, f"receipt {row[0]}")
+    check_types(row, _RECEIPT_TYPES, f"receipt {row[0]}")
     try:
         body = json.loads(row[5])
     except (ValueError, RecursionError):
@@ -85,4 +87,36 @@ def _receipt(row: tuple[Any, ...]) -> models.Receipt:
         at=models.from_ms(row[4]),
         body=body,
         digest=row[6],
+    )
+
+
+def record(
+    conn: Connection,
+    kind: str,
+    body: dict[str, Any],
+    *,
+    namespace: str | None = None,
+    checkpoint_id: str | None = None,
+    at_ms: int,
+) -> int | None:
+    """Store a receipt in its own write transaction; None on a read-only connection (an
+    act done on a read-only handle -- a verify, a fallback -- is reported, not recorded)."""
+    if conn.readonly:
+        return None
+    with conn.write_transaction():
+        return store_receipt(
+            conn, kind, body, namespace=namespace, checkpoint_id=checkpoint_id, at_ms=at_ms
+        )
+
+
+def gc_bodies(conn: Connection) -> Iterator[Any]:
+    """The raw bodies of every gc receipt (verify reads their history floors)."""
+    for (body,) in conn.iterate("SELECT body FROM receipt WHERE kind = 'gc'"):
+        yield body
+
+
+def iter_raw(conn: Connection) -> Iterator[tuple[Any, ...]]:
+    """Every receipt row as stored (for verify)."""
+    return conn.iterate(
+        "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
     )

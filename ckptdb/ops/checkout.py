@@ -19,9 +19,9 @@ import shutil
 import stat
 from collections.abc import Callable
 
-from . import errors, models, validation
+from .. import errors, models, validation
+from ..files import fsync_directory
 from .checkpoint import Checkpoint
-from .files import fsync_directory
 
 Progress = Callable[[int, int], None]
 FILE_MODE = 0o600

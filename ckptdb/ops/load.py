@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from . import catalog, errors, models
+from .. import errors, models
+from ..connection import Connection
+from ..store import Store, checkpoints, pointers, receipts
+from ..store.rows import CheckpointRow, PointerRow
 from .checkpoint import Checkpoint
-
-if TYPE_CHECKING:
-    from .connection import Connection
-    from .database import Database
+from .handle import Handle
 
 Validator = Callable[[Checkpoint], object]
 Disposition = Literal["exact", "degraded_fallback"]
@@ -32,39 +32,37 @@ class LoadResult:
         return self.disposition == "degraded_fallback"
 
 
-def _row(conn: Connection, checkpoint_id: str) -> catalog.CheckpointRow | None:
+def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
     """The stored row of a checkpoint, or None when no row has that id. When the lookup
     through the index on ids fails or finds nothing (collected by GC -- or hidden by a
     damaged index), the table itself is searched."""
     try:
         with conn.read_transaction():
-            row = catalog.checkpoint_by_id(conn, checkpoint_id)
+            row = checkpoints.checkpoint_by_id(conn, checkpoint_id)
     except errors.CorruptionError:
         row = None  # a damaged index page; the table may still hold the row intact
     if row is None:
         with conn.read_transaction():
-            row = catalog.checkpoint_by_id(conn, checkpoint_id, scan=True)
+            row = checkpoints.checkpoint_by_id(conn, checkpoint_id, scan=True)
     return row
 
 
-def _manifest(
-    db: Database, conn: Connection, namespace: str, row: catalog.CheckpointRow
-) -> Checkpoint:
+def _manifest(handle: Handle, conn: Connection, namespace: str, row: CheckpointRow) -> Checkpoint:
     """The checkpoint with its manifest checked against its id. Raises CorruptionError for
     a damaged manifest, and for a checkpoint of another namespace (reached only through
     damage)."""
     with conn.read_transaction():
-        cp = Checkpoint(db, row, catalog.entries_of(conn, row.seq))
-    catalog.check_namespace(namespace, cp.namespace, cp.id)
+        cp = Checkpoint(handle, row, checkpoints.entries_of(conn, row.seq))
+    checkpoints.check_namespace(namespace, cp.namespace, cp.id)
     return cp
 
 
 def _parent_of_damaged(
-    db: Database,
+    handle: Handle,
     conn: Connection,
-    ptr: catalog.PointerRow,
+    ptr: PointerRow,
     checkpoint_id: str,
-    row: catalog.CheckpointRow | None,
+    row: CheckpointRow | None,
 ) -> str | None:
     """The next candidate after a checkpoint whose manifest (and so its parent link) cannot
     be trusted.
@@ -79,7 +77,7 @@ def _parent_of_damaged(
         try:
             parent = _row(conn, row.parent_id)
             if parent is not None:
-                verified = _manifest(db, conn, ptr.namespace, parent)
+                verified = _manifest(handle, conn, ptr.namespace, parent)
                 if verified.generation == row.generation - 1:
                     return verified.id
         except errors.CorruptionError:
@@ -87,7 +85,7 @@ def _parent_of_damaged(
     if checkpoint_id == ptr.current_id:
         return ptr.fallback_id  # covered by the pointer digest, checked by the caller
     try:
-        moves = catalog.moves_to(conn, ptr.namespace_id, checkpoint_id)
+        moves = pointers.moves_to(conn, ptr.namespace_id, checkpoint_id)
     except errors.CorruptionError:
         return None  # a damaged history row: no trusted record (the walk ends here)
     return next((m.fallback_id for m in moves if m.intact()), None)
@@ -124,8 +122,8 @@ def _rejection(checkpoint_id: str, exc: errors.CkptdbError) -> models.Rejection:
 
 
 def load_with_fallback(
-    db: Database,
-    conn: Connection,
+    handle: Handle,
+    store: Store,
     namespace: str,
     *,
     fallback: bool,
@@ -134,13 +132,14 @@ def load_with_fallback(
 ) -> LoadResult:
     """See :meth:`ckptdb.Database.load` (``start_id``: walk from that checkpoint of the
     namespace instead of from CURRENT)."""
-    ptr = catalog.pointer(conn, namespace)
+    conn = store.conn
+    ptr = pointers.pointer(conn, namespace)
     if ptr is None:
         raise errors.NamespaceNotFoundError(
             f"namespace {namespace!r} has no checkpoint yet; commit one first",
             namespace=namespace,
         )
-    catalog.check_pointer(ptr)  # a damaged pointer fails closed: we do not guess what is current
+    pointers.check_pointer(ptr)  # a damaged pointer fails closed: we do not guess what is current
     requested = start_id or ptr.current_id
     rejected: list[models.Rejection] = []
     next_id: str | None = requested
@@ -152,7 +151,7 @@ def load_with_fallback(
     # namespace.
     while next_id is not None and next_id not in seen:
         seen.add(next_id)
-        row: catalog.CheckpointRow | None = None
+        row: CheckpointRow | None = None
         cp: Checkpoint | None = None
         try:
             row = _row(conn, next_id)
@@ -164,7 +163,7 @@ def load_with_fallback(
                     checkpoint_id=next_id,
                     reason="current_missing",
                 )
-            cp = _manifest(db, conn, namespace, row)
+            cp = _manifest(handle, conn, namespace, row)
             cp.verify()
             _validate(cp, validator)
         except (
@@ -176,7 +175,9 @@ def load_with_fallback(
                 raise
             rejected.append(_rejection(next_id, exc))
             next_id = (
-                cp.parent_id if cp is not None else _parent_of_damaged(db, conn, ptr, next_id, row)
+                cp.parent_id
+                if cp is not None
+                else _parent_of_damaged(handle, conn, ptr, next_id, row)
             )
             continue
         selected = cp
@@ -194,11 +195,13 @@ def load_with_fallback(
         "requested_id": requested,
         "selected_id": selected.id if selected is not None else None,
     }
-    receipt_id = db._record_receipt(
+    receipt_id = receipts.record(
+        conn,
         "fallback",
         body,
         namespace=namespace,
         checkpoint_id=selected.id if selected is not None else requested,
+        at_ms=now_ms,
     )
     receipt = models.FallbackReceipt(
         receipt_id=receipt_id,

@@ -29,12 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pydantic
-
-from . import catalog, errors, models, validation
-from .connection import Connection
-from .receipts import store_receipt
-from .retention import Candidate, RetentionPolicy, kept_by_policy
+from .. import errors, models, validation
+from ..connection import Connection
+from ..retention import Candidate, RetentionPolicy, kept_by_policy
+from ..store import Store, blobs, checkpoints, pins, pointers, settings
+from ..store.receipts import store_receipt
 
 DEFAULT_GRACE_SECONDS = 3600.0
 #: Checkpoints deleted per sweep transaction. Each deletion rewrites a page of every index
@@ -44,7 +43,6 @@ DEFAULT_GRACE_SECONDS = 3600.0
 SWEEP_BATCH = 2000
 VACUUM_STEP_PAGES = 1024
 MAX_IDS_IN_RECEIPT = 1_000
-_CANDIDATE_TYPES: tuple[Any, ...] = (int, int, int, int, (str, type(None)))
 Progress = Callable[[int, int], None]
 
 
@@ -63,53 +61,8 @@ class Sweep:
 
 
 def _protected(conn: Connection) -> set[int]:
-    rows = conn.execute(
-        "SELECT current_seq FROM pointer UNION SELECT fallback_seq FROM pointer"
-        " WHERE fallback_seq IS NOT NULL UNION SELECT checkpoint_seq FROM pin"
-    )
-    protected: set[int] = set()
-    for row in rows:
-        catalog.check_types(row, (int,), "pointer or pin row")
-        protected.add(row[0])
-    return protected
-
-
-def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
-    """Stored retention policies by scope ('*' = database-wide)."""
-    policies: dict[str, RetentionPolicy] = {}
-    for row in conn.execute("SELECT scope, policy FROM retention"):
-        catalog.check_types(row, (str, str), "retention row")
-        scope, policy = row
-        try:
-            policies[scope] = RetentionPolicy.model_validate_json(policy)
-        except pydantic.ValidationError as exc:
-            raise errors.CorruptionError(
-                f"the stored retention policy of {scope!r} is damaged ({exc.error_count()} "
-                "problem(s)). Set it again (`set_retention`, `ckptdb retention set`) or clear "
-                "it (`clear_retention`, `ckptdb retention clear`).",
-                reason="retention_damaged",
-            ) from exc
-    return policies
-
-
-def _lineage_depths(conn: Connection, namespace_ids: list[int]) -> dict[int, int]:
-    """seq -> distance from CURRENT along parent links, for the given namespaces."""
-    depths: dict[int, int] = {}
-    for start in range(0, len(namespace_ids), 500):
-        part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        rows = conn.execute(
-            "WITH RECURSIVE walk (seq, parent_id, generation, depth) AS ("
-            " SELECT c.seq, c.parent_id, c.generation, 0 FROM pointer p"
-            f" JOIN checkpoint c ON c.seq = p.current_seq WHERE p.namespace_id IN ({marks})"
-            " UNION ALL"
-            " SELECT c.seq, c.parent_id, c.generation, w.depth + 1 FROM walk w"
-            " JOIN checkpoint c ON c.id = w.parent_id AND c.generation < w.generation"
-            ") SELECT seq, min(depth) FROM walk GROUP BY seq",
-            part,
-        )
-        depths.update({int(s): int(d) for s, d in rows})
-    return depths
+    """Every CURRENT, fallback and pinned checkpoint: kept whatever the policy."""
+    return pointers.protected_seqs(conn) | pins.protected_seqs(conn)
 
 
 @dataclass
@@ -129,10 +82,11 @@ def mark(
     policy: RetentionPolicy | None,
     namespaces: list[str] | None,
     now_ms: int,
+    keep: set[str] | None = None,
 ) -> Mark:
-    """Decide which checkpoints to delete (inside the caller's read transaction)."""
-    rows = conn.execute("SELECT namespace_id, name FROM namespace ORDER BY name")
-    by_name = {str(name): int(ns_id) for ns_id, name in rows}
+    """Decide which checkpoints to delete (inside the caller's read transaction).
+    ``keep`` names checkpoint ids to keep besides what the policy keeps."""
+    by_name = checkpoints.namespaces_by_name(conn)
     if namespaces:
         missing = [n for n in namespaces if n not in by_name]
         if missing:
@@ -140,7 +94,7 @@ def mark(
         scope = {n: by_name[n] for n in namespaces}
     else:
         scope = by_name
-    stored = stored_policies(conn) if policy is None else {}
+    stored = settings.stored_policies(conn) if policy is None else {}
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in scope.items():
         effective = policy if policy is not None else stored.get(name, stored.get("*"))
@@ -149,37 +103,34 @@ def mark(
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
     ns_ids = sorted(chosen)
-    depths = _lineage_depths(conn, ns_ids)
+    depths = checkpoints.depths_from_current(conn, ns_ids)
     protected = _protected(conn)
+    extra_keep = {
+        row.seq
+        for cid in sorted(keep or ())
+        if (row := checkpoints.checkpoint_by_id(conn, cid)) is not None
+    }
     with_meta = any(p.needs_metadata() for p in chosen.values())
     candidates: dict[int, list[Candidate]] = {ns: [] for ns in ns_ids}
-    for start in range(0, len(ns_ids), 500):
-        part = ns_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for row in conn.iterate(
-            "SELECT seq, namespace_id, generation, created_at_ms,"
-            f" {'metadata' if with_meta else 'NULL'} FROM checkpoint"
-            f" WHERE namespace_id IN ({marks})",
-            part,
-        ):
-            catalog.check_types(row, _CANDIDATE_TYPES, "checkpoint row")
-            seq, ns_id, generation, created, meta = row
-            candidates[ns_id].append(
-                Candidate(
-                    seq=seq,
-                    generation=generation,
-                    created_at_ms=created,
-                    depth=depths.get(seq),
-                    metadata=validation.metadata_from_json(meta) if meta is not None else None,
-                )
+    for seq, ns_id, generation, created, meta in checkpoints.iter_retention_candidates(
+        conn, ns_ids, with_metadata=with_meta
+    ):
+        candidates[ns_id].append(
+            Candidate(
+                seq=seq,
+                generation=generation,
+                created_at_ms=created,
+                depth=depths.get(seq),
+                metadata=validation.metadata_from_json(meta) if meta is not None else None,
             )
+        )
     doomed: list[int] = []
     examined = kept = 0
     for ns_id, items in candidates.items():
-        keep = kept_by_policy(chosen[ns_id], items, now_ms) | protected
+        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
         examined += len(items)
         for c in items:
-            if c.seq in keep:
+            if c.seq in kept_seqs:
                 kept += 1
             else:
                 doomed.append(c.seq)
@@ -196,42 +147,14 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
     """What deleting ``doomed`` would free (dry run; inside a transaction)."""
     out = Sweep()
     _temp_seqs(conn, "gc_doomed", doomed)
-    out.deleted_ids = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT c.id FROM temp.gc_doomed d JOIN checkpoint c ON c.seq = d.seq ORDER BY c.seq"
-        )
-    ]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gc_dead_blob (seq INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.gc_dead_blob")
+    out.deleted_ids = checkpoints.ids_of(conn, "gc_doomed")
     # Distinct candidate blobs first, then one survival check per blob (not per entry).
-    conn.execute(
-        "INSERT INTO temp.gc_dead_blob (seq)"
-        " SELECT DISTINCT e.blob_id FROM temp.gc_doomed d JOIN entry e ON e.checkpoint_seq = d.seq"
-    )
-    conn.execute(
-        "DELETE FROM temp.gc_dead_blob WHERE EXISTS (SELECT 1 FROM entry e2"
-        " WHERE e2.blob_id = temp.gc_dead_blob.seq"
-        " AND e2.checkpoint_seq NOT IN (SELECT seq FROM temp.gc_doomed))"
-    )
-    row = conn.one(
-        "SELECT count(*), coalesce(sum(CASE WHEN chunk_count = 0 THEN size ELSE 0 END), 0)"
-        " FROM blob WHERE blob_id IN (SELECT seq FROM temp.gc_dead_blob)"
-    )
-    assert row is not None
-    out.blobs, out.bytes_freed = int(row[0]), int(row[1])
-    chunk_row = conn.one(
-        "SELECT count(*), coalesce(sum(size), 0) FROM chunk c WHERE c.last_touched_ms < ? AND ("
-        "  c.chunk_id IN (SELECT bc.chunk_id FROM blob_chunk bc"
-        "   WHERE bc.blob_id IN (SELECT seq FROM temp.gc_dead_blob))"
-        "  AND NOT EXISTS (SELECT 1 FROM blob_chunk bc2 WHERE bc2.chunk_id = c.chunk_id"
-        "   AND bc2.blob_id NOT IN (SELECT seq FROM temp.gc_dead_blob))"
-        "  OR NOT EXISTS (SELECT 1 FROM blob_chunk bc3 WHERE bc3.chunk_id = c.chunk_id))",
-        (cutoff_ms,),
-    )
-    assert chunk_row is not None
-    out.chunks = int(chunk_row[0])
-    out.bytes_freed += int(chunk_row[1])
+    _temp_seqs(conn, "gc_dead_blob", checkpoints.blobs_of(conn, "gc_doomed"))
+    checkpoints.drop_still_used(conn, "gc_dead_blob", except_table="gc_doomed")
+    out.blobs, out.bytes_freed = blobs.listed_blob_totals(conn, "gc_dead_blob")
+    chunk_count, chunk_bytes = blobs.chunks_freed_with(conn, "gc_dead_blob", cutoff_ms)
+    out.chunks = chunk_count
+    out.bytes_freed += chunk_bytes
     return out
 
 
@@ -242,70 +165,19 @@ def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -
         protected = _protected(conn)
         safe = [s for s in seqs if s not in protected]
         _temp_seqs(conn, "gc_batch", safe)
-        out.deleted_ids.extend(
-            str(r[0])
-            for r in conn.execute(
-                "SELECT c.id FROM temp.gc_batch b JOIN checkpoint c ON c.seq = b.seq"
-            )
-        )
-        _temp_seqs(
-            conn,
-            "gc_blob",
-            (
-                int(r[0])
-                for r in conn.execute(
-                    "SELECT DISTINCT e.blob_id FROM temp.gc_batch b"
-                    " JOIN entry e ON e.checkpoint_seq = b.seq"
-                )
-            ),
-        )
-        conn.execute("DELETE FROM checkpoint WHERE seq IN (SELECT seq FROM temp.gc_batch)")
+        out.deleted_ids.extend(checkpoints.ids_of(conn, "gc_batch"))
+        _temp_seqs(conn, "gc_blob", checkpoints.blobs_of(conn, "gc_batch"))
+        checkpoints.delete_listed(conn, "gc_batch")
         # Blobs that no remaining entry references.
-        conn.execute(
-            "DELETE FROM temp.gc_blob WHERE EXISTS"
-            " (SELECT 1 FROM entry e WHERE e.blob_id = temp.gc_blob.seq)"
-        )
-        _delete_blobs(conn, cutoff_ms, out)
-
-
-def _delete_blobs(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
-    """Delete the blobs listed in temp.gc_blob and their chunks that nothing else uses and
-    whose grace period is over."""
-    row = conn.one(
-        "SELECT count(*), coalesce(sum(CASE WHEN chunk_count = 0 THEN size ELSE 0 END), 0)"
-        " FROM blob WHERE blob_id IN (SELECT seq FROM temp.gc_blob)"
-    )
-    assert row is not None
-    out.blobs += int(row[0])
-    out.bytes_freed += int(row[1])
-    _temp_seqs(
-        conn,
-        "gc_chunk",
-        (
-            int(r[0])
-            for r in conn.execute(
-                "SELECT DISTINCT chunk_id FROM blob_chunk"
-                " WHERE blob_id IN (SELECT seq FROM temp.gc_blob)"
-            )
-        ),
-    )
-    conn.execute("DELETE FROM blob WHERE blob_id IN (SELECT seq FROM temp.gc_blob)")
-    _delete_chunks(conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms, out)
-
-
-def _delete_chunks(conn: Connection, candidates_sql: str, cutoff_ms: int, out: Sweep) -> None:
-    """Delete the candidate chunks no blob references whose grace period is over
-    (``candidates_sql`` may use the :cutoff parameter)."""
-    where = (
-        f"chunk_id IN ({candidates_sql}) AND last_touched_ms < :cutoff"
-        " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
-    )
-    params = {"cutoff": cutoff_ms}
-    row = conn.one(f"SELECT count(*), coalesce(sum(size), 0) FROM chunk WHERE {where}", params)
-    assert row is not None
-    out.chunks += int(row[0])
-    out.bytes_freed += int(row[1])
-    conn.execute(f"DELETE FROM chunk WHERE {where}", params)
+        checkpoints.drop_still_used(conn, "gc_blob")
+        count, freed = blobs.listed_blob_totals(conn, "gc_blob")
+        out.blobs += count
+        out.bytes_freed += freed
+        _temp_seqs(conn, "gc_chunk", blobs.chunks_of_listed(conn, "gc_blob"))
+        blobs.delete_listed(conn, "gc_blob")
+        count, freed = blobs.delete_unused_chunks(conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms)
+        out.chunks += count
+        out.bytes_freed += freed
 
 
 def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
@@ -313,16 +185,10 @@ def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
     by a publish that crashed or lost a compare-and-swap), in bounded transactions."""
     while True:
         with conn.write_transaction():
-            before = out.chunks
-            _delete_chunks(
-                conn,
-                "SELECT c.chunk_id FROM chunk c WHERE c.last_touched_ms < :cutoff AND NOT EXISTS"
-                " (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = c.chunk_id)"
-                f" LIMIT {SWEEP_BATCH}",
-                cutoff_ms,
-                out,
-            )
-            if out.chunks == before:
+            count, freed = blobs.delete_orphan_chunks(conn, cutoff_ms, SWEEP_BATCH)
+            out.chunks += count
+            out.bytes_freed += freed
+            if not count:
                 return
 
 
@@ -336,23 +202,10 @@ def trim_history(
     floors: dict[str, int] = {}
     for namespace_id in namespace_ids:
         with conn.write_transaction():
-            newest = conn.scalar(
-                "SELECT max(revision) FROM pointer_history WHERE namespace_id = ?",
-                (namespace_id,),
-            )
-            if newest is None or int(newest) <= moves:
-                continue
-            floor = int(newest) - moves + 1
-            conn.execute(
-                "DELETE FROM pointer_history WHERE namespace_id = ? AND revision < ?",
-                (namespace_id, floor),
-            )
-            if conn.changes():
-                trimmed += conn.changes()
-                name = conn.scalar(
-                    "SELECT name FROM namespace WHERE namespace_id = ?", (namespace_id,)
-                )
-                floors[str(name)] = floor
+            deleted, floor = pointers.trim_history(conn, namespace_id, moves)
+            if floor is not None:
+                trimmed += deleted
+                floors[str(checkpoints.namespace_name(conn, namespace_id))] = floor
     return trimmed, floors
 
 
@@ -397,7 +250,7 @@ def receipt_ids(ids: list[str]) -> dict[str, Any]:
 
 
 def run(
-    conn: Connection,
+    store: Store,
     path: str,
     *,
     policy: RetentionPolicy | None,
@@ -405,15 +258,18 @@ def run(
     grace_seconds: float,
     dry_run: bool,
     keep_history: int | None = None,
+    keep: set[str] | None = None,
     progress: Progress | None = None,
 ) -> models.GcReport:
     """Mark, then (unless ``dry_run``) sweep, trim pointer histories to ``keep_history``
-    moves per namespace in scope (if given), reclaim space and store a receipt."""
+    moves per namespace in scope (if given), reclaim space and store a receipt. ``keep``:
+    checkpoint ids kept whatever the policy says (besides CURRENT, fallbacks and pins)."""
+    conn = store.conn
     now_ms = _now_ms()
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     before = _file_bytes(path)
     with conn.read_transaction():
-        marked = mark(conn, policy=policy, namespaces=namespaces, now_ms=now_ms)
+        marked = mark(conn, policy=policy, namespaces=namespaces, now_ms=now_ms, keep=keep)
         if dry_run:
             swept = estimate(conn, marked.doomed, cutoff_ms)
     pages = trimmed = 0
@@ -466,7 +322,7 @@ def run(
 
 
 def delete_selected(
-    conn: Connection,
+    store: Store,
     *,
     kind: str,
     select: Callable[[], list[tuple[int, str]]],
@@ -484,6 +340,7 @@ def delete_selected(
     (which runs in its own write transaction before sweeping, e.g. removing a dropped
     namespace's pointer); ``epilogue`` runs in the transaction that stores the receipt.
     """
+    conn = store.conn
     now_ms = _now_ms()
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     with conn.read_transaction():
@@ -541,4 +398,75 @@ def delete_selected(
         chunks_deleted=swept.chunks,
         bytes_freed=swept.bytes_freed,
         at=models.from_ms(now_ms),
+    )
+
+
+def drop_namespace(
+    store: Store, namespace: str, *, force: bool, dry_run: bool
+) -> models.PruneReport:
+    """See :meth:`ckptdb.Database.drop_namespace`."""
+    conn = store.conn
+    ns_id = checkpoints.namespace_id(conn, namespace)
+    if ns_id is None:
+        raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
+    held = pins.list_pins(conn, namespace)
+    if held and not force:
+        raise errors.ProtectedError(
+            f"namespace {namespace!r} has pinned checkpoints "
+            f"({', '.join(p.name for p in held)}); unpin them first or force the drop, "
+            "which removes those pins too",
+            pins=[p.name for p in held],
+        )
+
+    def exempt() -> set[int]:
+        return pointers.protected_seqs(conn, ns_id) | pins.pinned_in_namespace(conn, ns_id)
+
+    def prologue() -> None:
+        pins.delete_in_namespace(conn, ns_id)
+        pointers.delete(conn, ns_id)
+
+    def epilogue() -> None:
+        checkpoints.delete_namespace_if_empty(conn, ns_id)
+        settings.clear_policy(conn, namespace)
+
+    return delete_selected(
+        store,
+        kind="drop_namespace",
+        select=lambda: checkpoints.seqs_of_namespace(conn, ns_id),
+        namespaces=[namespace],
+        dry_run=dry_run,
+        grace_seconds=0.0,
+        exempt=exempt,
+        prologue=prologue,
+        epilogue=epilogue,
+    )
+
+
+def prune(
+    store: Store,
+    where: dict[str, Any],
+    *,
+    namespaces: list[str] | None,
+    dry_run: bool,
+) -> models.PruneReport:
+    """See :meth:`ckptdb.Database.prune`."""
+    conn = store.conn
+
+    def select() -> list[tuple[int, str]]:
+        out = []
+        for seq, cid, ns, meta in checkpoints.iter_metadata(conn):
+            if namespaces is not None and ns not in namespaces:
+                continue
+            values = validation.metadata_from_json(meta)
+            if all(k in values and values[k] == v for k, v in where.items()):
+                out.append((seq, cid))
+        return out
+
+    return delete_selected(
+        store,
+        kind="prune",
+        select=select,
+        namespaces=namespaces or ["*"],
+        dry_run=dry_run,
+        grace_seconds=0.0,
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import catalog, errors, models
-from .connection import Connection
+from .. import errors, models
+from ..connection import Connection
+from .rows import CheckpointRow, check_types
 
 MAX_PIN_NAME = 200
 
@@ -34,7 +35,7 @@ _SELECT = (
 
 
 def _model(row: tuple[Any, ...]) -> models.Pin:
-    catalog.check_types(row, (str, str, str, int, (str, type(None))), "pin row")
+    check_types(row, (str, str, str, int, (str, type(None))), "pin row")
     return models.Pin(
         name=row[0],
         checkpoint_id=row[1],
@@ -59,7 +60,7 @@ def list_pins(conn: Connection, namespace: str | None = None) -> list[models.Pin
 def pin(
     conn: Connection,
     name: str,
-    target: catalog.CheckpointRow,
+    target: CheckpointRow,
     *,
     note: str | None,
     replace: bool,
@@ -103,3 +104,33 @@ def unpin(conn: Connection, name: str) -> models.Pin:
         raise errors.NotFoundError(f"no pin named {name!r}", pin=name)
     conn.execute("DELETE FROM pin WHERE name = ?", (name,))
     return existing
+
+
+def protected_seqs(conn: Connection) -> set[int]:
+    """Seqs of every pinned checkpoint."""
+    out: set[int] = set()
+    for row in conn.execute("SELECT checkpoint_seq FROM pin"):
+        check_types(row, (int,), "pin row")
+        out.add(row[0])
+    return out
+
+
+def pinned_in_namespace(conn: Connection, namespace_id: int) -> set[int]:
+    """Seqs of the pinned checkpoints of one namespace."""
+    return {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT p.checkpoint_seq FROM pin p JOIN checkpoint c ON c.seq = p.checkpoint_seq"
+            " WHERE c.namespace_id = ?",
+            (namespace_id,),
+        )
+    }
+
+
+def delete_in_namespace(conn: Connection, namespace_id: int) -> None:
+    """Remove every pin of a namespace's checkpoints (drop_namespace with force)."""
+    conn.execute(
+        "DELETE FROM pin WHERE checkpoint_seq IN"
+        " (SELECT seq FROM checkpoint WHERE namespace_id = ?)",
+        (namespace_id,),
+    )

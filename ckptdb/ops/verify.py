@@ -6,13 +6,12 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from . import canonical, catalog, errors, models, receipts
-from .connection import Connection
-
-if TYPE_CHECKING:
-    from .database import Database
+from .. import canonical, errors, models
+from ..connection import Connection
+from ..store import Store, blobs, checkpoints, pointers, receipts
+from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
@@ -59,12 +58,9 @@ def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
 def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tuple[set[int], int]:
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
-    total = int(conn.scalar("SELECT count(*) FROM chunk") or 0)
+    total = blobs.count_chunks(conn)
     checked = 0
-    for chunk_id, digest, size, data in conn.iterate(
-        "SELECT c.chunk_id, c.digest, c.size, d.data FROM chunk c"
-        " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
-    ):
+    for chunk_id, digest, size, data in blobs.iter_chunks_with_bytes(conn):
         checked += 1
         if not (isinstance(digest, str) and isinstance(size, int)) or not isinstance(
             data, bytes | None
@@ -95,11 +91,10 @@ def _blobs(
 ) -> tuple[set[int], int]:
     """Verify every blob (inline bytes, or its chunk list and whole digest)."""
     bad: set[int] = set()
-    total = int(conn.scalar("SELECT count(*) FROM blob") or 0)
+    total = blobs.count_blobs(conn)
     checked = 0
-    for blob_id, digest, size, chunk_count, list_digest, inline in conn.iterate(
-        "SELECT blob_id, digest, size, chunk_count, chunk_list_digest,"
-        f" {'NULL' if quick else 'inline_data'} FROM blob"
+    for blob_id, digest, size, chunk_count, list_digest, inline in blobs.iter_blob_rows(
+        conn, with_inline=not quick
     ):
         checked += 1
         if progress is not None:
@@ -124,11 +119,7 @@ def _blobs(
             else:
                 report.bytes_checked += len(data)
             continue
-        chunks = conn.execute(
-            "SELECT bc.seq, bc.chunk_id, c.digest, c.size FROM blob_chunk bc"
-            " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ? ORDER BY bc.seq",
-            (blob_id,),
-        )
+        chunks = blobs.chunk_rows_of(conn, blob_id)
         if (
             len(chunks) != chunk_count
             or [r[0] for r in chunks] != list(range(chunk_count))
@@ -147,8 +138,8 @@ def _blobs(
             continue
         whole = hashlib.sha256()
         for r in chunks:
-            data = conn.scalar("SELECT data FROM chunk_data WHERE chunk_id = ?", (r[1],))
-            whole.update(data or b"")
+            stored = blobs.chunk_bytes(conn, r[1])
+            whole.update(stored if isinstance(stored, bytes) else b"")
         if whole.hexdigest() != digest:
             bad.add(blob_id)
             report.add("blob_corrupt", "the chunks do not add up to the blob digest", digest=digest)
@@ -159,17 +150,21 @@ def _checkpoints(
     conn: Connection, bad_blobs: set[int], report: _Report, progress: Progress | None
 ) -> int:
     """Recompute every manifest id; name the entries whose blobs are bad."""
-    total = int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
-    generations: dict[str, int] = dict(conn.execute("SELECT id, generation FROM checkpoint"))
+    total = checkpoints.count(conn)
+    generations: dict[str, int] = checkpoints.generations(conn)
     checked = 0
-    row: catalog.CheckpointRow | None = None
+    row: CheckpointRow | None = None
     current_seq: object = None
-    entries: list[catalog.EntryRow] = []
+    entries: list[EntryRow] = []
 
     def finish() -> None:
         if row is None:
             return
-        if len(entries) != row.entry_count or catalog.recomputed_id(row, entries) != row.id:
+        if (
+            len(entries) != row.entry_count
+            or sum(e.size for e in entries) != row.total_size
+            or checkpoints.recomputed_id(row, entries) != row.id
+        ):
             report.add(
                 "manifest_mismatch",
                 "the stored manifest does not hash to the id",
@@ -195,14 +190,7 @@ def _checkpoints(
                     digest=e.digest,
                 )
 
-    for r in conn.iterate(
-        "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
-        " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
-        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
-        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
-        " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
-        " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
-    ):
+    for r in checkpoints.iter_manifests(conn):
         if r[0] != current_seq:
             current_seq = r[0]
             finish()
@@ -210,9 +198,7 @@ def _checkpoints(
             if progress is not None:
                 progress("checkpoints", checked, total)
             try:
-                row = catalog.typed(
-                    catalog.CheckpointRow, r[:10], catalog.CHECKPOINT_TYPES, "checkpoint row"
-                )
+                row = typed(CheckpointRow, r[:10], CHECKPOINT_TYPES, "checkpoint row")
             except errors.CorruptionError as exc:
                 report.add(
                     "manifest_mismatch",
@@ -234,9 +220,7 @@ def _checkpoints(
                 )
                 continue
             try:
-                entries.append(
-                    catalog.typed(catalog.EntryRow, r[10:17], catalog.ENTRY_TYPES, "entry row")
-                )
+                entries.append(typed(EntryRow, r[10:17], ENTRY_TYPES, "entry row"))
             except errors.CorruptionError as exc:
                 report.add(
                     "entry_corrupt",
@@ -250,9 +234,9 @@ def _checkpoints(
 
 
 def _pointers(conn: Connection, report: _Report) -> int:
-    pointers = catalog.all_pointers(conn)
-    ns_of = {int(r[0]): str(r[1]) for r in conn.execute("SELECT namespace_id, name FROM namespace")}
-    for p in pointers:
+    heads_list = pointers.all_pointers(conn)
+    ns_of = {ns_id: name for name, ns_id in checkpoints.namespaces_by_name(conn).items()}
+    for p in heads_list:
         expected = canonical.pointer_digest(
             p.namespace, p.revision, p.current_id, p.fallback_id, p.previous_digest
         )
@@ -263,13 +247,10 @@ def _pointers(conn: Connection, report: _Report) -> int:
                 namespace=p.namespace,
                 checkpoint_id=p.current_id,
             )
-    heads = {p.namespace_id: p for p in pointers}
+    heads = {p.namespace_id: p for p in heads_list}
     floors = _history_floors(conn)
     previous: dict[int, tuple[int, str]] = {}
-    for ns_id, revision, current, fallback, prev_digest, digest in conn.iterate(
-        "SELECT namespace_id, revision, current_id, fallback_id, previous_digest, digest"
-        " FROM pointer_history ORDER BY namespace_id, revision"
-    ):
+    for ns_id, revision, current, fallback, prev_digest, digest in pointers.iterate_history(conn):
         ns = ns_of.get(ns_id, f"#{ns_id}")
         if not (
             isinstance(revision, int)
@@ -312,14 +293,14 @@ def _pointers(conn: Connection, report: _Report) -> int:
             "drop_namespace was interrupted: run it again)",
             namespace=ns_of.get(ns_id, f"#{ns_id}"),
         )
-    return len(pointers)
+    return len(heads_list)
 
 
 def _history_floors(conn: Connection) -> dict[str, int]:
     """Per namespace, the first pointer-history revision GC's keep_history kept (from the
     gc receipts; a damaged receipt body is reported by the receipt check)."""
     floors: dict[str, int] = {}
-    for (body,) in conn.iterate("SELECT body FROM receipt WHERE kind = 'gc'"):
+    for body in receipts.gc_bodies(conn):
         try:
             recorded = json.loads(body).get("history_floor", {})
         except (TypeError, ValueError, AttributeError):
@@ -332,9 +313,7 @@ def _history_floors(conn: Connection) -> dict[str, int]:
 
 
 def _receipts(conn: Connection, report: _Report) -> None:
-    for rid, kind, ns, cid, at_ms, body, digest in conn.iterate(
-        "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
-    ):
+    for rid, kind, ns, cid, at_ms, body, digest in receipts.iter_raw(conn):
         typed_ok = (
             isinstance(kind, str)
             and isinstance(ns, str | None)
@@ -353,9 +332,10 @@ def _receipts(conn: Connection, report: _Report) -> None:
 
 
 def verify_database(
-    db: Database, conn: Connection, *, quick: bool, progress: Progress | None = None
+    store: Store, *, quick: bool, progress: Progress | None = None
 ) -> models.VerifyReport:
     """See :meth:`ckptdb.Database.verify`."""
+    conn = store.conn
     report = _Report()
     no_ids: tuple[set[int], int] = (set(), 0)
     with conn.read_transaction():
@@ -383,7 +363,7 @@ def verify_database(
         "checkpoints_checked": checkpoints_checked,
         "bytes_checked": report.bytes_checked,
     }
-    receipt_id = db._record_receipt("verify", body)
+    receipt_id = receipts.record(conn, "verify", body, at_ms=now_ms)
     return models.VerifyReport(
         ok=ok,
         quick=quick,

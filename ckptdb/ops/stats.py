@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from . import models
-from .connection import Connection
+from .. import models
+from ..store import Store, blobs, checkpoints, pointers
 
 
 def _size(path: str) -> int:
@@ -15,22 +15,24 @@ def _size(path: str) -> int:
         return 0
 
 
-def collect(conn: Connection, path: str, chunk_size: int) -> models.Stats:
+def collect(store: Store, path: str) -> models.Stats:
     """Gather the statistics in one read transaction."""
+    conn = store.conn
+    chunk_size = store.chunk_size
     with conn.read_transaction():
-        counts = conn.one(
-            "SELECT (SELECT count(*) FROM pointer), (SELECT count(*) FROM checkpoint),"
-            " (SELECT count(*) FROM blob), (SELECT count(*) FROM chunk),"
-            " (SELECT coalesce(sum(total_size), 0) FROM checkpoint),"
-            " (SELECT coalesce(sum(length(inline_data)), 0) FROM blob WHERE chunk_count = 0),"
-            " (SELECT coalesce(sum(size), 0) FROM chunk)"
+        counts = (
+            pointers.count(conn),
+            checkpoints.count(conn),
+            blobs.count_blobs(conn),
+            blobs.count_chunks(conn),
+            checkpoints.logical_bytes(conn),
+            *blobs.stored_bytes(conn),
         )
-        assert counts is not None
         page_size = int(conn.pragma("page_size"))
         page_count = int(conn.pragma("page_count"))
         free_pages = int(conn.pragma("freelist_count"))
         version = int(conn.pragma("user_version"))
-    namespaces, checkpoints, blobs, chunks, logical, inline, chunked = (int(c) for c in counts)
+    n_namespaces, n_checkpoints, n_blobs, n_chunks, logical, inline, chunked = counts
     stored = inline + chunked
     return models.Stats(
         path=path,
@@ -41,10 +43,10 @@ def collect(conn: Connection, path: str, chunk_size: int) -> models.Stats:
         free_pages=free_pages,
         schema_version=version,
         chunk_size=chunk_size,
-        namespaces=namespaces,
-        checkpoints=checkpoints,
-        blobs=blobs,
-        chunks=chunks,
+        namespaces=n_namespaces,
+        checkpoints=n_checkpoints,
+        blobs=n_blobs,
+        chunks=n_chunks,
         logical_bytes=logical,
         stored_bytes=stored,
         dedup_ratio=round(logical / stored, 3) if stored else 1.0,

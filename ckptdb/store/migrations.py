@@ -1,4 +1,5 @@
-"""The migration runner: forward-only, checksummed, one transaction per migration.
+"""The ``ckptdb_migration`` table and the migration runner: forward-only, checksummed, one
+transaction per migration.
 
 Migrations are SQL files named ``NNNN_slug.sql`` grouped in *migration sets*. The core set
 ships inside the wheel (``migrations/`` in the repository); an optional integration keeps its
@@ -19,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 
-from . import __version__ as _version
-from . import catalog, errors
-from .connection import APPLICATION_ID, Connection, open_probe
-from .resources import data_dir
+from .. import __version__ as _version
+from .. import errors
+from ..connection import APPLICATION_ID, Connection, open_probe
+from ..resources import data_dir
+from .rows import typed
 
 CORE = "core"
 _FILE_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
@@ -124,9 +126,7 @@ def applied(conn: Connection, migration_set: str) -> list[AppliedMigration]:
         " FROM ckptdb_migration WHERE migration_set = ? ORDER BY version",
         (migration_set,),
     )
-    return [
-        catalog.typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows
-    ]
+    return [typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows]
 
 
 def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:
@@ -264,3 +264,27 @@ def verify_backup(source: Connection, backup_path: str) -> None:
                 )
     finally:
         probe.close()
+
+
+def applied_sets(conn: Connection) -> dict[str, int]:
+    """Every migration set recorded in the file with its newest version."""
+    if not user_version(conn):
+        return {}
+    return {
+        str(name): int(v)
+        for name, v in conn.execute(
+            "SELECT migration_set, max(version) FROM ckptdb_migration"
+            " GROUP BY migration_set ORDER BY migration_set"
+        )
+    }
+
+
+def all_applied(conn: Connection) -> list[AppliedMigration]:
+    """Every applied migration of every set, in the order they were applied."""
+    if not user_version(conn):
+        return []
+    rows = conn.execute(
+        "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
+        " FROM ckptdb_migration ORDER BY applied_at_ms, migration_set, version"
+    )
+    return [typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows]

@@ -1,0 +1,440 @@
+"""The state and shared machinery of the LangGraph checkpointer (see :mod:`.saver`).
+
+Storage (see :mod:`._layout`): each ``(thread_id, checkpoint_ns)`` pair is a ckptdb namespace
+whose lineage follows LangGraph's parent links; each LangGraph checkpoint is one ckptdb
+checkpoint whose channel values are content-addressed blobs, so an unchanged channel is
+never stored twice. The integration's own tables (migration set ``langgraph``) map
+LangGraph checkpoint ids to ckptdb ids and hold pending writes; the mapping row is written
+in the checkpoint's own commit transaction (``commit(on_publish=...)``), pending writes in
+``write_session()`` transactions (``BEGIN IMMEDIATE``), so several processes, each with its
+own saver on one file, queue for the write lock instead of failing with "database is
+locked".
+
+Reads of core data go through the public API only (``Database.get``, ``Checkpoint.read``,
+``pointer``, ``lineage``); SQL runs only on the integration's own tables.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import logging
+import os
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ... import errors
+from ...database import Database
+from ...database import open as open_database
+from ...extension import Session, check_types
+from ...models import CommitAck
+from ...types import BlobRef
+from . import _layout
+from .errors import PickleRefusedError
+
+log = logging.getLogger(__name__)
+
+MIGRATION_SET = "langgraph"
+#: Rows fetched per read transaction while listing.
+LIST_PAGE = 64
+_SQL_VARS = 500  # parameters per IN (...) list, well under SQLite's limit
+#: Pointer moves prune keeps per namespace (LangGraph never reads ckptdb's history).
+PRUNE_KEEP_HISTORY = 16
+#: Name prefix of the pins an older version held during prune (removed when met).
+PRUNE_PIN_PREFIX = "langgraph-prune/"
+
+_T = TypeVar("_T")
+
+
+def migrations_dir() -> Any:
+    """The integration's migration set, shipped inside the package."""
+    return files(__package__) / "migrations"
+
+
+def checked_serde(serde: SerializerProtocol | None) -> SerializerProtocol:
+    """LangGraph's JsonPlusSerializer (optionally inside an EncryptedSerializer) with pickle
+    disabled; anything else is refused, because no other serializer is known not to pickle."""
+    if serde is None:
+        return JsonPlusSerializer(pickle_fallback=False)
+    inner = serde.serde if isinstance(serde, EncryptedSerializer) else serde
+    if not isinstance(inner, JsonPlusSerializer):
+        raise errors.InvalidInputError(
+            f"CkptdbSaver needs LangGraph's JsonPlusSerializer (optionally wrapped in an "
+            f"EncryptedSerializer), got {type(inner).__name__}; other serializers may use pickle"
+        )
+    if inner.pickle_fallback:
+        raise PickleRefusedError(
+            "the serializer has pickle_fallback=True; ckptdb never stores pickle. Use "
+            "JsonPlusSerializer() (pickle_fallback defaults to False)"
+        )
+    return serde
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A row of ``lg_checkpoint``."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    ckpt_id: str
+
+
+# task_id, channel, type, value, task_path, idx of an lg_write row
+_WRITE_TYPES = (str, str, str, bytes, str, int)
+_ROW_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, ckpt_id"
+
+
+def _row(values: Sequence[Any]) -> _Row:
+    return _Row(str(values[0]), str(values[1]), str(values[2]), values[3], str(values[4]))
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    conf = config.get("configurable")
+    if not isinstance(conf, dict) or "thread_id" not in conf:
+        raise errors.InvalidInputError(
+            "the config needs configurable.thread_id, e.g. {'configurable': {'thread_id': '1'}}"
+        )
+    return conf
+
+
+def _thread(config: RunnableConfig) -> tuple[str, str]:
+    conf = _configurable(config)
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise errors.InvalidInputError(f"checkpoint_ns must be a str, got {type(ns).__name__}")
+    return str(conf["thread_id"]), ns
+
+
+def _chunks(items: Sequence[_T], size: int = _SQL_VARS) -> Iterator[Sequence[_T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class SaverCore(BaseCheckpointSaver[str]):
+    """What every part of the saver shares: the database, the serializer, the per-process
+    hints, and the commit of one LangGraph checkpoint."""
+
+    def __init__(
+        self,
+        db: Database | str | os.PathLike[str],
+        *,
+        serde: SerializerProtocol | None = None,
+        inline_max: int = _layout.DEFAULT_INLINE_MAX,
+        busy_timeout: float | None = 30.0,
+        page_size: int | None = None,
+        gc_grace_seconds: float | None = None,
+    ) -> None:
+        super().__init__(serde=checked_serde(serde))
+        if not isinstance(inline_max, int) or isinstance(inline_max, bool) or inline_max < 0:
+            raise errors.InvalidInputError("inline_max must be an int >= 0")
+        self.inline_max = inline_max
+        self.gc_grace_seconds = gc_grace_seconds
+        # Per-process hints that spare a read before each put; both are re-validated by
+        # the database (a stale base fails the commit, which then looks it up again).
+        self._last_put: dict[tuple[str, str], tuple[str, str]] = {}
+        # (thread_id, checkpoint_ns) -> the blob of each channel this saver's last put there
+        # stored: the next put references unchanged ones instead of sending them again.
+        self._channels: dict[tuple[str, str], dict[str, BlobRef]] = {}
+        self._registered: set[str] = set()
+        if isinstance(db, Database):
+            self.db = db
+            self._owns_db = False
+        elif isinstance(db, str | os.PathLike):
+            self.db = open_database(db, busy_timeout=busy_timeout, page_size=page_size)
+            self._owns_db = True
+        else:
+            raise errors.InvalidInputError(
+                f"db must be a path or a ckptdb.Database, got {type(db).__name__}"
+            )
+        try:
+            self._setup()
+        except BaseException:
+            if self._owns_db:
+                self.db.close()
+            raise
+
+    def _setup(self) -> None:
+        if not self.db.readonly:
+            self.db.apply_migration_set(MIGRATION_SET, migrations_dir())
+            return
+        with self.db.read_session() as s:
+            found = s.scalar(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
+            )
+        if not found:
+            raise errors.MigrationPendingError(
+                f"{self.db.path} has no LangGraph tables yet and was opened read-only; open it "
+                "read-write once (CkptdbSaver(path)) to create them"
+            )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database if the saver opened it (idempotent)."""
+        if self._owns_db:
+            self.db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- (de)serialization ------------------------------------------------------------------
+
+    def _dumps(self, value: Any) -> tuple[str, bytes]:
+        type_, data = self.serde.dumps_typed(value)
+        if type_ == "pickle":
+            raise PickleRefusedError("the serializer produced pickle; ckptdb never stores pickle")
+        return type_, bytes(data)
+
+    def _loads(self, type_: str, data: bytes) -> Any:
+        if type_ == "pickle":
+            raise PickleRefusedError(
+                "a stored value is tagged 'pickle'; ckptdb never loads pickle (the file was "
+                "written by something else)"
+            )
+        try:
+            return self.serde.loads_typed((type_, data))
+        except Exception as exc:  # the serializer's own errors vary by format and library
+            raise errors.CorruptionError(
+                f"a stored value tagged {type_!r} could not be decoded ({type(exc).__name__}: "
+                f"{exc}); it is damaged or was written with another serializer",
+                reason="undecodable_value",
+            ) from exc
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _writes(self, s: Session, row: _Row) -> builtins.list[PendingWrite]:
+        rows = s.execute(
+            "SELECT task_id, channel, type, value, task_path, idx FROM lg_write"
+            " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (row.thread_id, row.checkpoint_ns, row.checkpoint_id),
+        )
+        for r in rows:
+            check_types(r, _WRITE_TYPES, "pending write")
+        rows.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
+        return [(r[0], r[1], self._loads(r[2], r[3])) for r in rows]
+
+    def _tuple(
+        self,
+        s: Session,
+        row: _Row,
+        thread_value: Any,
+        wanted: dict[str, Any] | None = None,
+    ) -> CheckpointTuple | None:
+        """Load one checkpoint (None when its ckptdb checkpoint no longer exists, or when
+        its metadata does not contain ``wanted``)."""
+        try:
+            cp = self.db.get(row.ckpt_id)
+        except errors.CheckpointNotFoundError:
+            return None  # collected outside the saver (e.g. `ckptdb gc`): treat as gone
+        stored_meta = cp.metadata.get("langgraph")
+        metadata = cast(CheckpointMetadata, stored_meta if isinstance(stored_meta, dict) else {})
+        if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
+            return None
+        env = _layout.decode_envelope(cp.read(_layout.ENVELOPE_ENTRY), cp.id)
+        checkpoint = cast(Checkpoint, self._loads(*env.checkpoint))
+        values: dict[str, Any] = {ch: self._loads(t, d) for ch, (t, d) in env.values.items()}
+        for ch, (entry, type_) in env.blobs.items():
+            values[ch] = self._loads(type_, cp.read(entry))
+        checkpoint["channel_values"] = values
+        config: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_value,
+                "checkpoint_ns": row.checkpoint_ns,
+                "checkpoint_id": row.checkpoint_id,
+            }
+        }
+        parent: RunnableConfig | None = None
+        if row.parent_id:
+            parent = {
+                "configurable": {
+                    "thread_id": thread_value,
+                    "checkpoint_ns": row.checkpoint_ns,
+                    "checkpoint_id": row.parent_id,
+                }
+            }
+        return CheckpointTuple(config, checkpoint, metadata, parent, self._writes(s, row))
+
+    def _mapped(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        hint = self._last_put.get((thread_id, ns))
+        if hint is not None and hint[0] == checkpoint_id:
+            return hint[1]
+        return self._lookup(thread_id, ns, checkpoint_id)
+
+    def _lookup(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        with self.db.read_session() as s:
+            found = s.scalar(
+                "SELECT ckpt_id FROM lg_checkpoint"
+                " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, checkpoint_id),
+            )
+        return None if found is None else str(found)
+
+    def _encode(
+        self, checkpoint: Checkpoint, parent: str | None, key: tuple[str, str]
+    ) -> tuple[dict[str, bytes | BlobRef], dict[str, BlobRef]]:
+        """The entries of a ckptdb checkpoint holding ``checkpoint``, and the blob of each
+        channel stored as its own entry (remembered for the next put on the thread).
+
+        A channel value whose bytes are those this saver last stored for the channel on the
+        same thread is sent as a BlobRef: ckptdb re-uses the stored blob without receiving,
+        hashing or comparing the bytes again. The decision is by content (sha256), never by
+        LangGraph's channel versions, so a caller that changes a value without bumping its
+        version is still stored exactly.
+        """
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        previous = self._channels.get(key, {})
+        values: dict[str, tuple[str, bytes | BlobRef]] = {}
+        remembered: dict[str, BlobRef] = {}
+        for channel, value in checkpoint.get("channel_values", {}).items():
+            type_, data = self._dumps(value)
+            if len(data) <= self.inline_max:
+                values[channel] = (type_, data)
+                continue
+            ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+            remembered[channel] = ref
+            values[channel] = (type_, ref if previous.get(channel) == ref else data)
+        entries = _layout.build_entries(self._dumps(body), parent, values, self.inline_max)
+        return entries, remembered
+
+    def _commit(
+        self,
+        namespace: str,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        run_id: str | None,
+        entries: dict[str, bytes | BlobRef],
+        ck_meta: dict[str, Any],
+        reason: str,
+        *,
+        visible: bool = True,
+    ) -> CommitAck:
+        """One ckptdb commit; with ``visible`` the mapping row is written in the same
+        transaction (on_publish), so LangGraph sees the checkpoint exactly when it lands."""
+
+        def record(session: Session, ack: CommitAck) -> None:
+            if namespace not in self._registered:
+                session.execute(
+                    "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
+                    " VALUES (?, ?, ?)",
+                    (namespace, thread_id, ns),
+                )
+            if visible:
+                session.execute(
+                    "INSERT OR REPLACE INTO lg_checkpoint (thread_id, checkpoint_ns,"
+                    " checkpoint_id, parent_checkpoint_id, ckpt_id, run_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (thread_id, ns, checkpoint_id, parent_id, ack.checkpoint_id, run_id),
+                )
+
+        base = self._mapped(thread_id, ns, parent_id) if parent_id else None
+        for attempt in range(3):
+            try:
+                ack = self.db.commit(
+                    namespace,
+                    entries,
+                    metadata=ck_meta,
+                    base=base,
+                    reason=reason,
+                    on_publish=record,
+                )
+            except errors.CheckpointNotFoundError:
+                # The parent was deleted (prune/delete, maybe in another process) after we
+                # looked it up: look again, and commit on CURRENT if it is gone.
+                if base is None or attempt == 2:
+                    raise
+                self._last_put.pop((thread_id, ns), None)
+                self._channels.pop((thread_id, ns), None)
+                fresh = self._lookup(thread_id, ns, parent_id) if parent_id else None
+                base = fresh if fresh != base else None
+                continue
+            except errors.ChunkMissingError:
+                # GC reclaimed a chunk this commit staged (a very large value and a
+                # concurrent GC with a zero grace period): ckptdb says a retry is safe.
+                if attempt == 2:
+                    raise
+                continue
+            self._registered.add(namespace)
+            if visible:
+                if len(self._last_put) > 10_000:
+                    self._last_put.clear()
+                self._last_put[(thread_id, ns)] = (checkpoint_id, ack.checkpoint_id)
+            return ack
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The next channel version: a zero-padded counter plus a random fraction, the
+        format of LangGraph's SQLite and Postgres savers (so imported threads continue)."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"  # noqa: S311 - not security
+
+    # -- deleting and pruning ---------------------------------------------------------------
+
+    def _namespaces(self, thread_id: str) -> builtins.list[tuple[str, str]]:
+        """(ckptdb namespace, checkpoint_ns) of every namespace the thread has used."""
+        with self.db.read_session() as s:
+            registered = {
+                str(ns): str(namespace)
+                for namespace, ns in s.execute(
+                    "SELECT namespace, checkpoint_ns FROM lg_namespace WHERE thread_id = ?",
+                    (thread_id,),
+                )
+            }
+            for (ns,) in s.execute(
+                "SELECT DISTINCT checkpoint_ns FROM lg_checkpoint WHERE thread_id = ?",
+                (thread_id,),
+            ):
+                registered.setdefault(str(ns), _layout.namespace_for(thread_id, str(ns)))
+        return sorted((namespace, ns) for ns, namespace in registered.items())
+
+    def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
+        """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
+        self._registered.discard(namespace)
+        self._last_put.pop((thread_id, ns), None)
+        self._channels.pop((thread_id, ns), None)
+        try:
+            self.db.drop_namespace(namespace)
+        except errors.NamespaceNotFoundError:
+            pass  # already dropped (an earlier, interrupted delete): only unregister it
+        except errors.ProtectedError as exc:
+            log.warning("kept ckptdb namespace %s: %s", namespace, exc)
+            return
+        with self.db.write_session() as s:
+            s.execute(
+                "DELETE FROM lg_namespace WHERE namespace = ? AND NOT EXISTS (SELECT 1 FROM"
+                " lg_checkpoint WHERE thread_id = ? AND checkpoint_ns = ?)",
+                (namespace, thread_id, ns),
+            )

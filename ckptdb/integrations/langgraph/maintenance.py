@@ -1,0 +1,287 @@
+"""Maintenance: deleting threads and runs, pruning, and copying threads."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+from ... import errors
+from ...extension import Session
+from ...retention import RetentionPolicy
+from . import _layout
+from ._core import (
+    _ROW_COLUMNS,
+    PRUNE_KEEP_HISTORY,
+    PRUNE_PIN_PREFIX,
+    SaverCore,
+    _chunks,
+    _Row,
+    _row,
+    log,
+)
+
+
+class Maintenance(SaverCore):
+    """Maintenance: deleting threads and runs, pruning, and copying threads."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of the thread (all checkpoint namespaces) and
+        give the space back. Pinned checkpoints (pinned by an operator with ``ckptdb pin``)
+        stay in ckptdb, but LangGraph no longer sees them."""
+        tid = str(thread_id)
+        namespaces = self._namespaces(tid)
+        with self.db.write_session() as s:
+            s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
+            s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
+        for namespace, ns in namespaces:
+            self._drop(namespace, tid, ns)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint (and its writes) whose metadata ``run_id`` is one of
+        ``run_ids``, then the ckptdb checkpoints and blobs only they used."""
+        ids = sorted({str(r) for r in run_ids})
+        if not ids:
+            return
+        doomed: builtins.list[_Row] = []
+        with self.db.write_session() as s:
+            for part in _chunks(ids):
+                marks = ",".join("?" * len(part))
+                doomed.extend(
+                    _row(r)
+                    for r in s.execute(
+                        f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE run_id IN ({marks})",
+                        tuple(part),
+                    )
+                )
+            self._delete_rows(s, doomed)
+        scope: builtins.list[str] = []
+        for thread_id, ns in sorted({(r.thread_id, r.checkpoint_ns) for r in doomed}):
+            self._last_put.pop((thread_id, ns), None)
+            self._channels.pop((thread_id, ns), None)
+            namespace = _layout.namespace_for(thread_id, ns)
+            if self._settle(namespace, thread_id, ns) is not None:
+                scope.append(namespace)
+        for run in ids:
+            if scope:
+                self.db.prune({"lg_run_id": run}, namespaces=scope)
+
+    def _delete_rows(self, s: Session, rows: Sequence[_Row]) -> None:
+        keys = [(r.thread_id, r.checkpoint_ns, r.checkpoint_id) for r in rows]
+        where = " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+        s.executemany("DELETE FROM lg_checkpoint" + where, keys)
+        s.executemany("DELETE FROM lg_write" + where, keys)
+
+    def _remaining(self, thread_id: str, ns: str) -> builtins.list[_Row]:
+        with self.db.read_session() as s:
+            return [
+                _row(r)
+                for r in s.execute(
+                    f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
+                    " AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
+                    (thread_id, ns),
+                )
+            ]
+
+    def _settle(self, namespace: str, thread_id: str, ns: str) -> set[str] | None:
+        """Make ckptdb's CURRENT and fallback of the namespace name checkpoints LangGraph
+        still has (ckptdb never deletes those two): CURRENT moves to the newest remaining
+        one (compare-and-swap, so a concurrent put wins) and becomes its own fallback when
+        the fallback is gone; a namespace left without checkpoints is dropped. Returns the
+        ckptdb ids LangGraph still uses, or None when nothing may be collected now."""
+        remaining = self._remaining(thread_id, ns)
+        if not remaining:
+            self._drop(namespace, thread_id, ns)
+            return None
+        alive = {r.ckpt_id for r in remaining}
+        ptr = self.db.pointer(namespace)
+        if ptr is None:
+            return None
+        try:
+            if ptr.current_id not in alive:
+                ptr = self.db.set_current(
+                    namespace,
+                    remaining[0].ckpt_id,
+                    expect_current=ptr.current_id,
+                    reason="lg.prune",
+                )
+            if ptr.fallback_id is not None and ptr.fallback_id not in alive:
+                # set_current to the current checkpoint makes it its own fallback.
+                self.db.set_current(
+                    namespace, ptr.current_id, expect_current=ptr.current_id, reason="lg.prune"
+                )
+        except (errors.ConflictError, errors.CheckpointNotFoundError):
+            log.info(
+                "ckptdb namespace %s moved during a prune; space is reclaimed later", namespace
+            )
+            return None
+        return alive
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune the given threads. ``"keep_latest"`` keeps the newest checkpoint of each
+        checkpoint namespace with its pending writes -- and, for channels that LangGraph
+        rebuilds from history (``DeltaChannel``), the ancestors back to the checkpoint that
+        stores their value -- and deletes the rest; ``"delete"`` deletes everything. The
+        ckptdb checkpoints and blobs nothing kept uses are garbage-collected, and the space
+        is given back to the operating system."""
+        if strategy not in ("keep_latest", "delete"):
+            raise errors.InvalidInputError(
+                f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'"
+            )
+        for thread_id in thread_ids:
+            tid = str(thread_id)
+            if strategy == "delete":
+                self.delete_thread(tid)
+                continue
+            for namespace, ns in self._namespaces(tid):
+                self._keep_latest(namespace, tid, ns)
+
+    def _needed_ancestors(self, rows: builtins.list[_Row]) -> builtins.list[_Row]:
+        """The newest row plus the ancestors its delta channels are rebuilt from."""
+        by_id = {r.checkpoint_id: r for r in rows}
+        latest = rows[0]
+        keep = [latest]
+        try:
+            cp = self.db.get(latest.ckpt_id)
+        except errors.CheckpointNotFoundError:
+            return keep
+        md = cp.metadata.get("langgraph")
+        counters = md.get("counters_since_delta_snapshot") if isinstance(md, dict) else None
+        if not isinstance(counters, dict) or not counters:
+            return keep
+        env = _layout.decode_envelope(cp.read(_layout.ENVELOPE_ENTRY), cp.id)
+        missing = {str(ch) for ch in counters} - env.channels
+        row = latest
+        seen = {latest.checkpoint_id}
+        while missing and row.parent_id and row.parent_id in by_id:
+            row = by_id[row.parent_id]
+            if row.checkpoint_id in seen:
+                break
+            seen.add(row.checkpoint_id)
+            keep.append(row)
+            try:
+                parent_cp = self.db.get(row.ckpt_id)
+            except errors.CheckpointNotFoundError:
+                break
+            parent_env = _layout.decode_envelope(
+                parent_cp.read(_layout.ENVELOPE_ENTRY), parent_cp.id
+            )
+            missing -= parent_env.channels
+        return keep
+
+    def _keep_latest(self, namespace: str, thread_id: str, ns: str) -> None:
+        rows = self._remaining(thread_id, ns)
+        if not rows:
+            self._drop(namespace, thread_id, ns)
+            return
+        kept = {r.checkpoint_id for r in self._needed_ancestors(rows)}
+        doomed = [r for r in rows if r.checkpoint_id not in kept]
+        if doomed:
+            with self.db.write_session() as s:
+                self._delete_rows(s, doomed)
+        alive = self._settle(namespace, thread_id, ns)  # re-read: concurrent puts count
+        if alive is None:
+            return
+        # GC keeps CURRENT, its fallback and pins; ``keep`` adds every other checkpoint
+        # LangGraph still uses (ancestors a delta channel needs, puts that raced this
+        # prune) while GC collects the rest of the namespace and the blobs only it used.
+        try:
+            for pin in self.db.pins(namespace):
+                if pin.name.startswith(PRUNE_PIN_PREFIX):
+                    self.db.unpin(pin.name)  # left by a prune of an older version
+            grace: dict[str, Any] = {}
+            if self.gc_grace_seconds is not None:
+                grace["grace"] = self.gc_grace_seconds
+            # LangGraph never reads ckptdb's pointer history: keep only a short audit tail.
+            self.db.gc(
+                RetentionPolicy(),
+                namespaces=[namespace],
+                keep_history=PRUNE_KEEP_HISTORY,
+                keep=sorted(alive),
+                **grace,
+            )
+        except (errors.NamespaceNotFoundError, errors.CheckpointNotFoundError):
+            pass  # the thread was deleted while pruning: nothing is left to collect
+
+    # -- copying ----------------------------------------------------------------------------
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint (all checkpoint namespaces, with parent links, metadata
+        and pending writes) of one thread to another. The copies share every blob with the
+        source (content addressing): no channel value is stored twice. The copied
+        checkpoints become visible to LangGraph together, in one transaction, at the end;
+        checkpoints the target already has (same ids) are left as they are."""
+        src, dst = str(source_thread_id), str(target_thread_id)
+        if src == dst:
+            return
+        with self.db.read_session() as s:
+            rows = [
+                _row(r)
+                for r in s.execute(
+                    f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
+                    " ORDER BY checkpoint_ns, checkpoint_id",
+                    (src,),
+                )
+            ]
+            existing = {
+                (str(ns), str(cid)): str(ck)
+                for ns, cid, ck in s.execute(
+                    "SELECT checkpoint_ns, checkpoint_id, ckpt_id FROM lg_checkpoint"
+                    " WHERE thread_id = ?",
+                    (dst,),
+                )
+            }
+        if not rows:
+            return
+        namespaces = sorted({r.checkpoint_ns for r in rows})
+        with self.db.write_session() as s:
+            s.executemany(
+                "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
+                " VALUES (?, ?, ?)",
+                [(_layout.namespace_for(dst, ns), dst, ns) for ns in namespaces],
+            )
+        copied: builtins.list[tuple[str, str, str, str | None, str, str | None]] = []
+        for row in rows:
+            key = (row.checkpoint_ns, row.checkpoint_id)
+            if key in existing:
+                continue
+            try:
+                cp = self.db.get(row.ckpt_id)
+            except errors.CheckpointNotFoundError:
+                continue
+            entries = {name: cp.read(name) for name in cp.entries}
+            meta = cp.metadata
+            meta["lg_thread_id"] = dst
+            parent_ck = existing.get((row.checkpoint_ns, row.parent_id or ""))
+            namespace = _layout.namespace_for(dst, row.checkpoint_ns)
+            run = meta.get("lg_run_id")
+            run_id = run if isinstance(run, str) else None
+            ack = self._copy_commit(namespace, entries, meta, parent_ck)
+            existing[key] = ack
+            copied.append((dst, row.checkpoint_ns, row.checkpoint_id, row.parent_id, ack, run_id))
+        if not copied:
+            return
+        with self.db.write_session() as s:
+            s.executemany(
+                "INSERT OR IGNORE INTO lg_checkpoint (thread_id, checkpoint_ns, checkpoint_id,"
+                " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)",
+                copied,
+            )
+            s.executemany(
+                "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
+                " task_id, idx, channel, type, value, task_path) SELECT ?, checkpoint_ns,"
+                " checkpoint_id, task_id, idx, channel, type, value, task_path FROM lg_write"
+                " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                [(dst, src, c[1], c[2]) for c in copied],
+            )
+
+    def _copy_commit(
+        self, namespace: str, entries: dict[str, bytes], meta: dict[str, Any], base: str | None
+    ) -> str:
+        try:
+            ack = self.db.commit(
+                namespace, entries, metadata=meta, base=base, reason="lg.copy_thread"
+            )
+        except errors.CheckpointNotFoundError:
+            ack = self.db.commit(namespace, entries, metadata=meta, reason="lg.copy_thread")
+        return ack.checkpoint_id

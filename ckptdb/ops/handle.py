@@ -1,0 +1,104 @@
+"""The handle: one connection's store, the lock that serializes its users, and its life.
+
+A :class:`Handle` is what the front object and the checkpoint handles share. It knows how
+to reconnect after a COMMIT whose outcome is unknown (the connection may be unusable) and
+whether the file still needs migrations; it rebuilds the store in exactly one place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from .. import errors
+from ..connection import Connection
+from ..store import Store
+from ..store.migrations import Migration
+
+
+class Handle:
+    """A store behind a re-entrant lock, with reconnect and migration state."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        path: str,
+        chunk_size: int,
+        pending: list[Migration],
+        reopen: Callable[[], Connection],
+    ) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.pending = pending
+        self._reopen = reopen
+        self._store = Store.on(conn, chunk_size)
+        self._closed = False
+        self._broken = False
+
+    @property
+    def store(self) -> Store:
+        """The current store (use inside :meth:`use`)."""
+        return self._store
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._closed
+
+    @contextmanager
+    def use(self, *, write: bool = False, schema_work: bool = False) -> Iterator[Store]:
+        """Hold the lock and yield the store; refuse a closed handle, a file that still needs
+        migrations (unless ``schema_work``) and writes on a read-only handle."""
+        with self.lock:
+            if self._closed:
+                raise errors.ClosedError("the database handle is closed; open it again")
+            if self.pending and not schema_work:
+                raise errors.MigrationPendingError(
+                    f"{self.path} needs schema migrations "
+                    f"{[m.version for m in self.pending]} before it can be used; open it with "
+                    "migrate='auto' or run `ckptdb migrate DB up`"
+                )
+            if self._broken:
+                # A failed COMMIT could not be resolved on a fresh connection; try again now.
+                self._reconnect()
+            if write and self._store.conn.readonly:
+                raise errors.ReadOnlyError(f"{self.path} was opened read-only")
+            yield self._store
+
+    def reconnect(self) -> Store:
+        """Close the connection and open a new one (after a failed COMMIT)."""
+        with self.lock:
+            self._store.conn.close()
+            return self._reconnect()
+
+    def _reconnect(self) -> Store:
+        self._store = Store.on(self._reopen(), self._store.chunk_size)
+        self._broken = False
+        return self._store
+
+    def mark_broken(self) -> None:
+        """The connection is unusable: reconnect before its next use."""
+        self._broken = True
+
+    def set_chunk_size(self, chunk_size: int) -> None:
+        """The file's chunk size became readable (after its migrations)."""
+        with self.lock:
+            self._store = Store.on(self._store.conn, chunk_size)
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.close(abandon=exc_type is not None)
+
+    def close(self, *, abandon: bool = False) -> None:
+        """Close (``abandon``: without raising, while another error propagates)."""
+        with self.lock:
+            if not self._closed:
+                self._closed = True
+                if abandon:
+                    self._store.conn.abandon()
+                else:
+                    self._store.conn.close()

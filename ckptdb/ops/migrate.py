@@ -1,0 +1,164 @@
+"""Schema migration as an operation: status, plan, history, and ``up`` with a verified
+online backup taken first and a receipt recorded after."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from .. import errors, files, models
+from ..store import Store, blobs, migrations, receipts, settings
+from .handle import Handle
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
+    """The public model of a shipped migration."""
+    return models.MigrationInfo(
+        migration_set=m.migration_set,
+        version=m.version,
+        name=m.name,
+        checksum=m.checksum,
+        sql=m.sql if with_sql else None,
+    )
+
+
+def status(store: Store, path: str) -> models.MigrationStatus:
+    """The file's schema version, this code's, and the pending migrations."""
+    conn = store.conn
+    with conn.read_transaction():
+        core = migrations.core_set()
+        pending = migrations.check_history(conn, core)
+        version = migrations.user_version(conn)
+        sets = migrations.applied_sets(conn)
+    return models.MigrationStatus(
+        path=path,
+        file_version=version,
+        code_version=core.latest,
+        up_to_date=not pending,
+        pending=[info(m, with_sql=False) for m in pending],
+        sets=sets,
+    )
+
+
+def plan(store: Store, to: int | None) -> list[models.MigrationInfo]:
+    """The pending migrations (up to version ``to``) with the SQL each would run."""
+    with store.conn.read_transaction():
+        pending = migrations.check_history(store.conn, migrations.core_set())
+    return [info(m, with_sql=True) for m in pending if to is None or m.version <= to]
+
+
+def history(store: Store) -> list[models.MigrationInfo]:
+    """Every applied migration of every set, oldest first."""
+    with store.conn.read_transaction():
+        rows = migrations.all_applied(store.conn)
+    return [
+        models.MigrationInfo(
+            migration_set=r.migration_set,
+            version=r.version,
+            name=r.name,
+            checksum=r.checksum,
+            applied_at=models.from_ms(r.applied_at_ms),
+            ckptdb_version=r.ckptdb_version,
+        )
+        for r in rows
+    ]
+
+
+def up(
+    handle: Handle, store: Store, *, to: int | None, backup: str | os.PathLike[str] | bool
+) -> models.MigrationResult:
+    """See :meth:`ckptdb.Database.migrate`."""
+    conn = store.conn
+    path = handle.path
+    core = migrations.core_set()
+    pending = migrations.check_history(conn, core)
+    start = migrations.user_version(conn)
+    goal = core.latest if to is None else to
+    if goal < start:
+        raise errors.InvalidInputError(
+            f"cannot migrate down from version {start} to {goal}: migrations only go "
+            "forward (restore a backup instead)"
+        )
+    todo = [m for m in pending if m.version <= goal]
+    if todo:
+        # Wait for (or refuse because of) another writer before writing a backup.
+        with conn.write_transaction():
+            pass
+    backup_path: str | None = None
+    if todo and backup is not False:
+        backup_path = (
+            os.path.abspath(os.fspath(backup))
+            if not isinstance(backup, bool)
+            else f"{path}.v{start}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
+        )
+        if os.path.lexists(backup_path):
+            raise errors.InvalidInputError(f"the backup path {backup_path} exists")
+        files.create_private_file(backup_path)
+        with conn.read_transaction():
+            conn.backup_to(backup_path)
+            migrations.verify_backup(conn, backup_path)
+    applied: list[migrations.Migration] = []
+    try:
+        applied = migrations.apply_pending(conn, core, target=goal)
+    except errors.CkptdbError as exc:
+        done = migrations.user_version(conn)
+        restore = (
+            f" To go back to version {start}, stop every process using the file, "
+            f"delete {path}-wal and {path}-shm if present, and copy "
+            f"{backup_path} over {path}."
+            if backup_path
+            else ""
+        )
+        raise errors.MigrationFailedError(
+            f"{exc} The database is at version {done}, complete and consistent.{restore}",
+            backup=backup_path,
+            version=done,
+        ) from exc
+    handle.pending = migrations.check_history(conn, core)
+    end = migrations.user_version(conn)
+    receipt_id = None
+    if applied:
+        receipt_id = receipts.record(
+            conn,
+            "migration",
+            {
+                "from_version": start,
+                "to_version": end,
+                "backup": backup_path,
+                "applied": [f"{m.version:04d}_{m.name}" for m in applied],
+            },
+            at_ms=_now_ms(),
+        )
+    if not handle.pending:
+        handle.set_chunk_size(settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE))
+    return models.MigrationResult(
+        path=path,
+        from_version=start,
+        to_version=end,
+        applied=[info(m, with_sql=False) for m in applied],
+        backup_path=backup_path,
+        backup_verified=backup_path is not None,
+        receipt_id=receipt_id,
+    )
+
+
+def apply_set(store: Store, name: str, directory: Traversable | str) -> list[int]:
+    """See :meth:`ckptdb.Database.apply_migration_set`."""
+    if (
+        not isinstance(name, str)
+        or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name)
+        or (name == migrations.CORE)
+    ):
+        raise errors.InvalidInputError(
+            f"migration set name must match [a-z][a-z0-9_]* and not be 'core', got {name!r}"
+        )
+    folder = Path(directory) if isinstance(directory, str) else directory
+    mset = migrations.load_set(name, folder)
+    return [m.version for m in migrations.apply_pending(store.conn, mset)]

@@ -1,0 +1,137 @@
+"""Opening a file: probe it before SQLite may write, initialize or migrate, build a handle."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from .. import errors, files
+from ..connection import (
+    APPLICATION_ID,
+    DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_PAGE_SIZE,
+    Connection,
+    Synchronous,
+    ensure_wal,
+    initialize_new_file,
+    open_connection,
+    open_probe,
+)
+from ..store import blobs, migrations, settings
+from .handle import Handle
+
+MigrateMode = Literal["auto", "never", "check"]
+
+
+def _probe_existing(path: str) -> bool:
+    """Check an existing SQLite file through a read-only connection. Returns True when the
+    file is an uninitialized shell (created by a ckptdb that crashed before its first
+    migration committed) that may be initialized."""
+    probe = open_probe(path)
+    try:
+        app_id = int(probe.pragma("application_id")) & 0xFFFFFFFF
+        objects = int(probe.scalar("SELECT count(*) FROM sqlite_schema"))
+        if app_id != APPLICATION_ID:
+            if app_id == 0 and objects == 0:
+                return True
+            raise errors.NotCkptdbError(
+                f"{path} is an SQLite database of another application (application_id "
+                f"{app_id:#x}, {objects} schema objects); ckptdb will not touch it. Choose a new "
+                "file name for a ckptdb database."
+            )
+        migrations.check_history(probe, migrations.core_set())
+        return False
+    finally:
+        probe.close()
+
+
+def open_handle(
+    path: str,
+    *,
+    readonly: bool,
+    create: bool,
+    migrate_mode: MigrateMode,
+    synchronous: Synchronous,
+    busy_timeout: float | None,
+    chunk_size: int | None,
+    page_size: int | None,
+    vfs: str | None,
+) -> Handle:
+    """Open (creating and initializing when missing or empty) the file at the absolute
+    ``path``; arguments were validated by the caller."""
+    kind, facts = files.inspect_path(path)
+    if kind is files.FileKind.MISSING:
+        if readonly or not create:
+            raise errors.DatabaseFileError(
+                f"{path} does not exist; create it with ckptdb.open(path) or `ckptdb init`"
+            )
+        files.create_private_file(path)
+        kind, facts = files.inspect_path(path)
+    fresh = kind is files.FileKind.EMPTY
+    if kind is files.FileKind.SQLITE:
+        if facts is None or facts.application_id not in (0, APPLICATION_ID):
+            raise errors.NotCkptdbError(
+                f"{path} is an SQLite database of another application (application_id "
+                f"{facts.application_id if facts else 0:#x}); ckptdb will not touch it"
+            )
+        fresh = _probe_existing(path)
+    if fresh and readonly:
+        raise errors.DatabaseFileError(f"{path} is empty; it is not a ckptdb database yet")
+
+    def connect() -> Connection:
+        return open_connection(
+            path, readonly=readonly, synchronous=synchronous, busy_timeout=busy_timeout, vfs=vfs
+        )
+
+    conn = connect()
+    try:
+        core = migrations.core_set()
+        if fresh:
+            initialize_new_file(conn, page_size or DEFAULT_PAGE_SIZE)
+        elif not readonly:
+            ensure_wal(conn)
+        pending = migrations.check_history(conn, core)
+        if pending and migrate_mode == "never":
+            names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+            raise errors.MigrationPendingError(
+                f"{path} is at schema version {migrations.user_version(conn)} and needs "
+                f"migrations {names}; open it with migrate='auto' or run "
+                "`ckptdb migrate DB up`",
+                pending=[m.version for m in pending],
+            )
+        if pending and migrate_mode == "auto":
+            if readonly:
+                raise errors.MigrationPendingError(
+                    f"{path} needs schema migrations but was opened read-only; open it "
+                    "read-write once (or run `ckptdb migrate DB up`)",
+                    pending=[m.version for m in pending],
+                )
+            migrations.apply_pending(conn, core)
+            pending = []
+        if fresh:
+            with conn.write_transaction():
+                settings.init_chunk_size(conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE)
+        effective_chunk = (
+            blobs.DEFAULT_CHUNK_SIZE
+            if pending
+            else settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        )
+    except BaseException:
+        conn.abandon()
+        raise
+    return Handle(conn, path=path, chunk_size=effective_chunk, pending=pending, reopen=connect)
+
+
+def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> Handle:
+    """Create a new ckptdb file (export's destination) with these layout settings."""
+    return open_handle(
+        os.path.abspath(path),
+        readonly=False,
+        create=True,
+        migrate_mode="auto",
+        synchronous="full",
+        busy_timeout=DEFAULT_BUSY_TIMEOUT,
+        chunk_size=chunk_size,
+        page_size=page_size,
+        vfs=vfs,
+    )

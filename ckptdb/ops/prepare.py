@@ -1,0 +1,246 @@
+"""Turning caller values into prepared blobs, before the commit transaction.
+
+Hashing happens here, outside the write lock. A value no larger than the file's chunk size
+(or a stream that fits the commit's in-memory budget) is kept in memory to be stored inline
+by the commit; a larger one is cut into chunks that are *staged*, each in its own short
+transaction (content-addressed, so harmless until a manifest references them). Memory stays
+bounded by a couple of chunks whatever the value size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import IO, Any
+
+from .. import canonical, errors
+from ..store.blobs import BackgroundHash, BlobStore, PreparedBlob
+from ..types import BlobRef
+
+#: Streamed/path entries small enough to inline are read into memory only up to this many
+#: bytes per commit; beyond it they are staged as chunks so memory stays bounded.
+INLINE_BUDGET = 64 * 1024 * 1024
+
+
+@dataclass
+class PreparedEntry:
+    """A validated entry name with its prepared blob."""
+
+    name: str
+    blob: PreparedBlob
+    media_type: str | None
+    schema: str | None
+
+    def record(self) -> canonical.EntryRecord:
+        """The entry as it takes part in the checkpoint identity."""
+        return canonical.EntryRecord(
+            self.name, self.blob.digest, self.blob.size, self.media_type, self.schema
+        )
+
+
+class _FileSnapshot(io.RawIOBase):
+    """A regular file read as it was when opened: never more than its size then (a file
+    that grows while read -- a log, or the database's own WAL -- cannot make a commit read
+    forever), and :meth:`check_unchanged` refuses it if it changed meanwhile."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        super().__init__()
+        self._fd = fd
+        self._path = path
+        st = os.fstat(fd)
+        self._opened = (st.st_size, st.st_mtime_ns)
+        self._left = st.st_size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer).cast("B")
+        got = os.readv(self._fd, [view[: min(len(view), self._left)]])
+        self._left -= got
+        return got
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+    def check_unchanged(self) -> None:
+        """InvalidEntryError if the file changed size or was modified while it was read."""
+        st = os.fstat(self._fd)
+        if self._left != 0 or (st.st_size, st.st_mtime_ns) != self._opened:
+            raise errors.InvalidEntryError(
+                f"{self._path!r} changed while it was being read; ckptdb stores a file as it "
+                "was at one moment. Commit it again once it is no longer being written."
+            )
+
+
+def _open_regular_file(path: os.PathLike[str] | str) -> _FileSnapshot:
+    """Open a path for reading without following a symlink; refuse non-regular files."""
+    try:
+        # O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer before
+        # fstat can refuse it; regular files ignore the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise errors.InvalidEntryError(
+                f"{os.fspath(path)!r} is a symlink; ckptdb does not follow symlinks. Pass the "
+                "resolved path (Path.resolve()) if you mean its target."
+            ) from exc
+        raise errors.InvalidEntryError(f"cannot open {os.fspath(path)!r}: {exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise errors.InvalidEntryError(
+                f"{os.fspath(path)!r} is not a regular file; entries are read from regular files"
+            )
+        return _FileSnapshot(fd, os.fspath(path))
+    except OSError as exc:
+        os.close(fd)
+        raise errors.InvalidEntryError(f"cannot stat {os.fspath(path)!r}: {exc}") from exc
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_exact(source: IO[bytes], n: int) -> bytes:
+    """Read ``n`` bytes, looping over short reads (pipes, sockets); fewer only at EOF."""
+    buf = bytearray(n)
+    got = _fill(source, memoryview(buf))
+    del buf[got:]
+    return bytes(buf)
+
+
+def _fill(source: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``source``; returns how many bytes arrived (short only at EOF)."""
+    readinto = getattr(source, "readinto", None)
+    pos = 0
+    while pos < len(view):
+        if readinto is not None:
+            got = readinto(view[pos:])
+            if got is None:
+                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
+        else:
+            data = source.read(len(view) - pos)
+            if data is None:
+                raise errors.InvalidEntryError("entry stream is non-blocking and had no data")
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise errors.InvalidEntryError(
+                    "entry stream returned str; open files in binary mode ('rb')"
+                )
+            got = len(data)
+            view[pos : pos + got] = data
+        if not got:
+            break
+        pos += got
+    return pos
+
+
+def prepare(blobs: BlobStore, value: Any, budget: list[int], now_ms: int) -> PreparedBlob:
+    """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
+    in-memory allowance of this commit for streamed values (mutated)."""
+    if isinstance(value, BlobRef):
+        return PreparedBlob(value.digest, value.size, reference=True)
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        return _prepare_bytes(blobs, data, now_ms)
+    if isinstance(value, str):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise errors.InvalidEntryError(
+                f"a str value holds a lone surrogate at index {exc.start} (often bytes that "
+                "are not UTF-8, decoded with surrogateescape); pass valid text, or bytes"
+            ) from exc
+        return _prepare_bytes(blobs, data, now_ms)
+    if isinstance(value, os.PathLike):
+        snapshot = _open_regular_file(value)
+        with io.BufferedReader(snapshot) as reader:  # closing it closes the file
+            prepared = _prepare_stream(blobs, reader, budget, now_ms)
+            snapshot.check_unchanged()
+            return prepared
+    if hasattr(value, "read"):
+        return _prepare_stream(blobs, value, budget, now_ms)
+    raise errors.InvalidEntryError(
+        f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
+        "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"
+    )
+
+
+def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int) -> PreparedBlob:
+    if len(data) <= blobs.chunk_size:
+        return PreparedBlob(hashlib.sha256(data).hexdigest(), len(data), inline=data)
+    return _stage(blobs, io.BytesIO(data), [], now_ms)
+
+
+def _prepare_stream(
+    blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int
+) -> PreparedBlob:
+    first = _read_exact(source, blobs.chunk_size)
+    more = b"" if len(first) < blobs.chunk_size else _read_exact(source, blobs.chunk_size)
+    if not more and len(first) <= budget[0]:
+        budget[0] -= len(first)
+        return PreparedBlob(hashlib.sha256(first).hexdigest(), len(first), inline=first)
+    return _stage(blobs, source, [first, more], now_ms)
+
+
+def _stage(blobs: BlobStore, source: IO[bytes], head: list[bytes], now_ms: int) -> PreparedBlob:
+    """Write a stream as chunks, one short transaction per chunk.
+
+    ``head`` holds chunks already read from ``source`` (each full-sized but the last,
+    which ends the stream if it is short). Memory stays at a few chunks: the rest is
+    read into one reused buffer and written to SQLite with incremental blob I/O.
+
+    Staging transactions run with synchronous=NORMAL (no fsync each): the commit
+    transaction that later references the chunks fsyncs the WAL, which makes every frame
+    written before it durable too; a staged chunk that is never referenced is garbage.
+    """
+    whole = BackgroundHash()
+    blob = PreparedBlob(digest="", size=0)
+
+    def stage(piece: bytes | memoryview) -> Future[None]:
+        queued = whole.update(piece)
+        digest = hashlib.sha256(piece).hexdigest()
+        chunk_id, written, repaired = blobs.stage_chunk(digest, piece, now_ms)
+        if repaired:
+            blob.repaired.append(digest)
+        blob.chunk_ids.append(chunk_id)
+        blob.chunk_digests.append(digest)
+        blob.size += len(piece)
+        blob.bytes_staged += written
+        return queued
+
+    try:
+        with blobs.conn.relaxed_sync():
+            at_eof = False
+            for piece in head:
+                if piece:
+                    stage(piece)
+                if len(piece) < blobs.chunk_size:
+                    at_eof = True
+                    break
+            # Two buffers in turn: one is refilled while the other is still hashed.
+            buffers = [memoryview(bytearray(blobs.chunk_size)) for _ in range(2)]
+            in_flight: list[Future[None] | None] = [None, None]
+            turn = 0
+            while not at_eof:
+                previous = in_flight[turn]
+                if previous is not None:
+                    previous.result()
+                got = _fill(source, buffers[turn])
+                if got:
+                    in_flight[turn] = stage(buffers[turn][:got])
+                at_eof = got < blobs.chunk_size
+                turn ^= 1
+        blob.digest = whole.hexdigest()
+    finally:
+        whole.close()
+    if not blob.chunk_ids:
+        blob.inline = b""
+    return blob

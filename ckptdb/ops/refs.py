@@ -1,0 +1,173 @@
+"""Naming checkpoints: CURRENT, ids, references (``NS@current``, ``NS~N``, prefixes) and
+the verified lineage walk."""
+
+from __future__ import annotations
+
+from .. import errors, models, validation
+from ..store import Store, checkpoints, pointers
+from ..store.rows import CheckpointRow, PointerRow
+from .checkpoint import Checkpoint
+from .handle import Handle
+
+
+def checkpoint(handle: Handle, store: Store, row: CheckpointRow) -> Checkpoint:
+    """A checkpoint handle over a row (its manifest checked against its id)."""
+    return Checkpoint(handle, row, checkpoints.entries_of(store.conn, row.seq))
+
+
+def require_row(store: Store, checkpoint_id: str) -> CheckpointRow:
+    """The row of a checkpoint by full id, or CheckpointNotFoundError."""
+    return checkpoints.require_checkpoint(store.conn, checkpoint_id)
+
+
+def pointer(store: Store, namespace: str) -> PointerRow | None:
+    """The CURRENT pointer row of a namespace, or None."""
+    return pointers.pointer(store.conn, namespace)
+
+
+def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
+    """The CURRENT checkpoint of a namespace, or None (inside a read transaction)."""
+    conn = store.conn
+    ptr = pointers.pointer(conn, namespace)
+    if ptr is None:
+        return None
+    pointers.check_pointer(ptr)
+    row = checkpoints.checkpoint_by_id(conn, ptr.current_id)
+    if row is None:  # the pointer joined it by seq: the index on ids is damaged
+        raise errors.CorruptionError(
+            f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be found by "
+            "its id (a damaged index). Run `ckptdb verify`; load with fallback=True "
+            "still finds it or an intact ancestor.",
+            namespace=namespace,
+            checkpoint_id=ptr.current_id,
+            reason="current_missing",
+        )
+    return checkpoint(handle, store, row)
+
+
+def verified_lineage(
+    handle: Handle, store: Store, namespace: str, limit: int | None
+) -> list[Checkpoint]:
+    """CURRENT and its stored ancestors, each manifest checked against its id, so every
+    parent link followed is one an id vouches for. Damage anywhere along the way raises
+    CorruptionError rather than ending the lineage early or leaving the namespace."""
+    conn = store.conn
+    ptr = pointers.pointer(conn, namespace)
+    if ptr is None:
+        return []
+    pointers.check_pointer(ptr)
+    out: list[Checkpoint] = []
+    for row in checkpoints.lineage(conn, ptr.current_id, limit):
+        cp = checkpoint(handle, store, row)
+        checkpoints.check_namespace(namespace, cp.namespace, cp.id)
+        out.append(cp)
+    if not out:
+        raise errors.CorruptionError(
+            f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be read; run "
+            "`ckptdb verify`",
+            checkpoint_id=ptr.current_id,
+            reason="current_missing",
+        )
+    last = out[-1].parent_id
+    cut_short = limit is None or len(out) < limit
+    # Stored, yet not reached: the walk stopped at a damaged row.
+    if cut_short and last is not None and checkpoints.checkpoint_by_id(conn, last) is not None:
+        raise errors.CorruptionError(
+            f"the lineage of {namespace!r} stops at {out[-1].id[:12]} although its parent "
+            f"{last[:12]} is stored; the parent's row is damaged. Run `ckptdb verify`.",
+            checkpoint_id=last,
+            reason="lineage_broken",
+        )
+    return out
+
+
+def resolve(handle: Handle, store: Store, ref: str) -> str:
+    """See :meth:`ckptdb.Database.resolve` (inside a read transaction)."""
+    conn = store.conn
+    for suffix in ("@current", "@fallback"):
+        if ref.endswith(suffix) and len(ref) > len(suffix):
+            ns = validation.namespace(ref[: -len(suffix)])
+            ptr = pointers.pointer(conn, ns)
+            if ptr is None:
+                raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
+            pointers.check_pointer(ptr)  # both ids are sealed by the pointer digest
+            target = ptr.current_id if suffix == "@current" else ptr.fallback_id
+            if target is None:
+                raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
+            return target
+    head, sep, tail = ref.rpartition("~")
+    if sep and head and tail.isdigit():
+        ns = validation.namespace(head)
+        back = int(tail)
+        if pointers.pointer(conn, ns) is None:
+            raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
+        walk = verified_lineage(handle, store, ns, back + 1)
+        if len(walk) <= back:
+            raise errors.CheckpointNotFoundError(
+                f"{ref}: the stored lineage of {ns!r} is only {len(walk)} deep"
+            )
+        return walk[back].id
+    lowered = ref.lower()
+    if validation.is_full_id(lowered):
+        checkpoints.require_checkpoint(conn, lowered)
+        return lowered
+    if len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered):
+        found = checkpoints.checkpoint_ids_by_prefix(conn, lowered)
+        if not found:
+            raise errors.CheckpointNotFoundError(f"no checkpoint id starts with {ref!r}")
+        if len(found) > 1:
+            raise errors.InvalidReferenceError(
+                f"{ref!r} matches several checkpoints; give more characters"
+            )
+        return found[0]
+    raise errors.InvalidReferenceError(
+        f"{ref!r} is not a checkpoint reference: give a full id, a unique prefix of at "
+        "least 8 hex characters, NS@current, NS@fallback or NS~N"
+    )
+
+
+def namespaces(store: Store) -> list[models.NamespaceInfo]:
+    """Every namespace that has a CURRENT pointer, by name (inside a read transaction)."""
+    counts = checkpoints.checkpoint_counts(store.conn)
+    return [
+        models.NamespaceInfo(
+            name=p.namespace,
+            current_id=p.current_id,
+            fallback_id=p.fallback_id,
+            generation=p.current_summary().generation,
+            revision=p.revision,
+            checkpoint_count=counts.get(p.namespace_id, 0),
+            updated_at=models.from_ms(p.updated_at_ms),
+        )
+        for p in pointers.all_pointers(store.conn)
+    ]
+
+
+def history(store: Store, namespace: str, limit: int | None) -> list[models.PointerMove]:
+    """Every move of a namespace's CURRENT pointer, newest first."""
+    return [
+        models.PointerMove(
+            namespace=h.namespace,
+            revision=h.revision,
+            current_id=h.current_id,
+            fallback_id=h.fallback_id,
+            previous_digest=h.previous_digest,
+            digest=h.digest,
+            reason=h.reason,
+            at=models.from_ms(h.at_ms),
+        )
+        for h in pointers.history(store.conn, namespace, limit)
+    ]
+
+
+def pointer_model(ptr: PointerRow) -> models.Pointer:
+    """The public model of a pointer row."""
+    return models.Pointer(
+        namespace=ptr.namespace,
+        current_id=ptr.current_id,
+        fallback_id=ptr.fallback_id,
+        revision=ptr.revision,
+        digest=ptr.digest,
+        previous_digest=ptr.previous_digest,
+        updated_at=models.from_ms(ptr.updated_at_ms),
+    )

@@ -1,0 +1,462 @@
+"""Copying checkpoints between ckptdb files: export (a new self-contained file holding a
+selected lineage) and import (merging another file's checkpoints into this one).
+
+Everything copied is verified on the way (manifests against their ids, blob and chunk bytes
+against their digests), so a damaged source is refused rather than propagated. Ids are
+content-derived, so copying is idempotent: a checkpoint, blob or chunk that already exists
+is reused, never duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .. import errors, models, validation
+from ..canonical import chunk_list_digest
+from ..connection import Connection
+from ..files import fsync_directory
+from ..store import Store, checkpoints, pointers
+from ..store.blobs import verified_inline
+from ..store.receipts import store_receipt
+from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
+from .handle import Handle
+from .verify import verify_database
+
+Progress = Callable[[int, int], None]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _Counts:
+    checkpoints_copied: int = 0
+    checkpoints_present: int = 0
+    blobs_copied: int = 0
+    chunks_copied: int = 0
+    bytes_copied: int = 0
+    blob_ids: dict[str, int] = field(default_factory=dict)
+
+    def receipt(
+        self,
+        kind: str,
+        receipt_id: int | None,
+        source: str,
+        destination: str,
+        namespaces: list[str],
+        moved: list[str],
+        conflicts: list[models.PointerConflict],
+    ) -> models.TransferReceipt:
+        """The model returned for an export or import that copied these counts."""
+        return models.TransferReceipt(
+            kind=kind,  # type: ignore[arg-type]
+            receipt_id=receipt_id,
+            source=source,
+            destination=destination,
+            namespaces=namespaces,
+            checkpoints_copied=self.checkpoints_copied,
+            checkpoints_present=self.checkpoints_present,
+            blobs_copied=self.blobs_copied,
+            chunks_copied=self.chunks_copied,
+            bytes_copied=self.bytes_copied,
+            pointers_moved=moved,
+            conflicts=conflicts,
+        )
+
+
+class _Copier:
+    """Copies checkpoints from ``src`` to ``dst``, two ckptdb stores."""
+
+    def __init__(self, src: Store, dst: Store) -> None:
+        self.src = src.conn
+        self.dst = dst.conn
+        self.src_blobs = src.blobs
+        self.dst_blobs = dst.blobs
+        self.counts = _Counts()
+        self._scratch = bytearray()
+
+    def _copy_chunk(self, chunk_id: int, digest: str, size: int, now_ms: int) -> int:
+        """Make sure the chunk exists in dst (own short transaction); returns its dst id."""
+        existing = self.dst_blobs.find_chunk(digest)
+        if existing is not None:
+            with self.dst.write_transaction():
+                self.dst_blobs.touch_chunk(existing, now_ms)
+            return existing
+        got = self.src_blobs.read_chunk_into(chunk_id, self._scratch)
+        data = memoryview(self._scratch)[: got or 0]
+        try:
+            if got != size or hashlib.sha256(data).hexdigest() != digest:
+                raise errors.CorruptionError(
+                    f"source chunk {digest[:12]} does not match its digest; nothing of it "
+                    "was copied",
+                    digest=digest,
+                    reason="chunk_digest_mismatch",
+                )
+            with self.dst.relaxed_sync(), self.dst.write_transaction():
+                new_id = self.dst_blobs.insert_chunk(digest, data, now_ms)
+        finally:
+            data.release()
+        self.counts.chunks_copied += 1
+        self.counts.bytes_copied += size
+        return new_id
+
+    def stage_chunks(self, entries: Iterable[EntryRow], now_ms: int) -> dict[str, list[str]]:
+        """Copy the chunks of chunked blobs missing from dst; returns blob digest -> its
+        chunk digests in order (ids are resolved again by digest when the blob row is
+        written: a chunk deleted meanwhile may have had its rowid reused)."""
+        staged: dict[str, list[str]] = {}
+        for entry in entries:
+            if entry.chunk_count == 0 or entry.digest in staged:
+                continue
+            if self.dst_blobs.blob_id(entry.digest) is not None:
+                continue
+            list_digest, chunks = self.src_blobs.chunk_list(entry.blob_id)
+            for c in chunks:
+                check_types(c, (int, str, int), "chunk row")
+            if (
+                len(chunks) != entry.chunk_count
+                or chunk_list_digest(c[1] for c in chunks) != list_digest
+            ):
+                raise errors.CorruptionError(
+                    f"source blob {entry.digest[:12]}: its chunk list is damaged",
+                    entry=entry.name,
+                    reason="chunk_list_mismatch",
+                )
+            for c in chunks:
+                self._copy_chunk(c[0], c[1], c[2], now_ms)
+            staged[entry.digest] = [c[1] for c in chunks]
+        return staged
+
+    def ensure_blob(self, entry: EntryRow, staged: dict[str, list[str]], now_ms: int) -> int:
+        """dst blob id for an entry's blob (inside dst's open write transaction)."""
+        cached = self.counts.blob_ids.get(entry.digest)
+        if cached is not None:
+            return cached
+        existing = self.dst_blobs.blob_id(entry.digest)
+        if existing is not None:
+            self.counts.blob_ids[entry.digest] = existing
+            return existing
+        if entry.chunk_count == 0:
+            data = verified_inline(
+                self.src_blobs.inline_bytes(entry.blob_id), entry.size, entry.digest
+            )
+            if data is None:
+                raise errors.CorruptionError(
+                    f"source entry {entry.name!r}: stored bytes do not match digest "
+                    f"{entry.digest[:12]}; nothing was copied",
+                    entry=entry.name,
+                    reason="blob_digest_mismatch",
+                )
+            blob_id = self.dst_blobs.insert_inline(entry.digest, data, now_ms)
+            self.counts.bytes_copied += len(data)
+        else:
+            digests = staged[entry.digest]
+            # The source's list digest was checked against these digests when staging.
+            blob_id = self.dst_blobs.insert_chunked(
+                entry.digest, entry.size, digests, chunk_list_digest(digests), now_ms
+            )
+        self.counts.blobs_copied += 1
+        self.counts.blob_ids[entry.digest] = blob_id
+        return blob_id
+
+    def copy_checkpoint(
+        self,
+        row: CheckpointRow,
+        entries: list[EntryRow],
+        staged: dict[str, list[str]],
+        now_ms: int,
+    ) -> None:
+        """Copy one verified checkpoint (inside dst's open write transaction)."""
+        if checkpoints.checkpoint_by_id(self.dst, row.id) is not None:
+            self.counts.checkpoints_present += 1
+            return
+        namespace_id = checkpoints.ensure_namespace(self.dst, row.namespace, now_ms)
+        blob_ids = [self.ensure_blob(e, staged, now_ms) for e in entries]
+        checkpoints.insert(
+            self.dst,
+            checkpoint_id=row.id,
+            namespace_id=namespace_id,
+            parent_id=row.parent_id,
+            generation=row.generation,
+            created_at_ms=row.created_at_ms,
+            metadata_json=row.metadata_json,
+            total_size=row.total_size,
+            entries=[
+                (e.name, b, e.media_type, e.schema_pin)
+                for e, b in zip(entries, blob_ids, strict=True)
+            ],
+        )
+        self.counts.checkpoints_copied += 1
+
+
+def _verified_entries(src: Connection, row: CheckpointRow) -> list[EntryRow]:
+    entries = checkpoints.entries_of(src, row.seq)
+    checkpoints.check_manifest(row, entries)
+    return entries
+
+
+def _copy_rows(
+    copier: _Copier,
+    rows: list[CheckpointRow],
+    progress: Progress | None,
+    after: Callable[[], None] | None = None,
+) -> None:
+    """Copy checkpoints oldest first: chunks in their own transactions, then all rows (and
+    ``after``, e.g. pointer moves) in one transaction."""
+    now_ms = _now_ms()
+    ordered = sorted(rows, key=lambda r: (r.namespace, r.generation, r.id))
+    prepared = []
+    staged: dict[str, list[str]] = {}
+    for index, row in enumerate(ordered, start=1):
+        entries = _verified_entries(copier.src, row)
+        staged.update(copier.stage_chunks(entries, now_ms))
+        prepared.append((row, entries))
+        if progress is not None:
+            progress(index, len(ordered) * 2)
+    with copier.dst.write_transaction():
+        for index, (row, entries) in enumerate(prepared, start=1):
+            copier.copy_checkpoint(row, entries, staged, now_ms)
+            if progress is not None:
+                progress(len(ordered) + index, len(ordered) * 2)
+        if after is not None:
+            after()
+
+
+def export_to(
+    src_store: Store,
+    source_path: str,
+    dest: str,
+    *,
+    namespaces: list[str] | None,
+    since: str | None,
+    progress: Progress | None,
+    create: Callable[[str, int], Handle],
+) -> models.TransferReceipt:
+    """See :meth:`ckptdb.Database.export`. ``create(path, page_size)`` makes the new file."""
+    src = src_store.conn
+    dest = os.path.abspath(dest)
+    if os.path.lexists(dest):
+        raise errors.InvalidInputError(
+            f"{dest} already exists; export writes a new file (choose another name)"
+        )
+    tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{secrets.token_hex(4)}")
+    with src.read_transaction():
+        heads = pointers.all_pointers(src)
+        wanted = set(namespaces) if namespaces else {p.namespace for p in heads}
+        unknown = wanted - {p.namespace for p in heads}
+        if unknown:
+            raise errors.NamespaceNotFoundError(
+                f"no such namespace(s) to export: {sorted(unknown)}"
+            )
+        since_row = checkpoints.require_checkpoint(src, since) if since else None
+        if since_row is not None and since_row.namespace not in wanted:
+            raise errors.InvalidReferenceError(
+                f"--since {since_row.id[:12]} belongs to namespace {since_row.namespace!r}, "
+                "which is not being exported"
+            )
+        rows: dict[str, CheckpointRow] = {}
+        selected = [p for p in heads if p.namespace in wanted]
+        for ptr in selected:
+            for row in checkpoints.lineage(src, ptr.current_id):
+                rows[row.id] = row
+                if since_row is not None and row.id == since_row.id:
+                    break
+            else:
+                if since_row is not None and since_row.namespace == ptr.namespace:
+                    raise errors.InvalidReferenceError(
+                        f"--since {since_row.id[:12]} is not in the lineage of CURRENT of "
+                        f"{ptr.namespace!r}"
+                    )
+            if ptr.fallback_id is not None:
+                fallback = checkpoints.checkpoint_by_id(src, ptr.fallback_id)
+                if fallback is not None:
+                    rows[fallback.id] = fallback
+        page_size = int(src.pragma("page_size"))
+        out = create(tmp, page_size)
+        try:
+            with out.use(write=True) as dst_store:
+                dst = dst_store.conn
+                copier = _Copier(src_store, dst_store)
+
+                def copy_pointers() -> None:
+                    for ptr in selected:
+                        _copy_pointer(src, dst, ptr)
+
+                _copy_rows(copier, list(rows.values()), progress, copy_pointers)
+                counts = copier.counts
+                receipt_body = {
+                    "source": source_path,
+                    "namespaces": sorted(wanted),
+                    "since": since,
+                    "checkpoints": counts.checkpoints_copied,
+                    "blobs": counts.blobs_copied,
+                    "chunks": counts.chunks_copied,
+                    "bytes": counts.bytes_copied,
+                }
+                with dst.write_transaction():
+                    receipt_id = store_receipt(
+                        dst,
+                        "export",
+                        receipt_body,
+                        namespace=None,
+                        checkpoint_id=None,
+                        at_ms=_now_ms(),
+                    )
+                report = verify_database(dst_store, quick=False)
+            if not report.ok:
+                raise errors.CorruptionError(
+                    f"the exported file did not verify ({len(report.problems)} problems); it "
+                    "was deleted",
+                    reason="export_verify_failed",
+                )
+        except BaseException:
+            out.close()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(tmp + suffix):
+                    os.remove(tmp + suffix)
+            raise
+        out.close()
+    os.rename(tmp, dest)
+    fsync_directory(os.path.dirname(dest))
+    return counts.receipt(
+        "export",
+        receipt_id,
+        source_path,
+        dest,
+        sorted(wanted),
+        [p.namespace for p in selected],
+        [],
+    )
+
+
+def _copy_pointer(src: Connection, dst: Connection, ptr: PointerRow) -> None:
+    """Copy a pointer and its whole history verbatim, so its digest chain verifies."""
+    namespace_id = checkpoints.namespace_id(dst, ptr.namespace)
+    current = checkpoints.checkpoint_by_id(dst, ptr.current_id)
+    fallback = checkpoints.checkpoint_by_id(dst, ptr.fallback_id) if ptr.fallback_id else None
+    if namespace_id is None or current is None:
+        raise errors.CorruptionError(
+            f"namespace {ptr.namespace!r}: its CURRENT {ptr.current_id[:12]} was not copied "
+            "(the source's lineage is damaged); nothing was written. Run `ckptdb verify` on "
+            "the source.",
+            namespace=ptr.namespace,
+            reason="pointer_target_missing",
+        )
+    pointers.insert_verbatim(
+        dst,
+        ptr,
+        namespace_id=namespace_id,
+        current_seq=current.seq,
+        fallback_seq=fallback.seq if fallback else None,
+        history=pointers.history_of(src, ptr.namespace_id),
+    )
+
+
+def import_from(
+    dst_store: Store,
+    dest_path: str,
+    source: str,
+    *,
+    namespaces: list[str] | None,
+    overwrite: bool,
+    progress: Progress | None,
+    open_source: Callable[[str], Handle],
+) -> models.TransferReceipt:
+    """See :meth:`ckptdb.Database.import_file`. ``open_source`` opens the file read-only."""
+    dst = dst_store.conn
+    src_handle = open_source(source)
+    try:
+        with src_handle.use() as src_store:
+            src = src_store.conn
+            with src.read_transaction():
+                heads = pointers.all_pointers(src)
+                wanted = set(namespaces) if namespaces else {p.namespace for p in heads}
+                for name in wanted:
+                    validation.namespace(name)
+                unknown = wanted - {p.namespace for p in heads}
+                if unknown:
+                    raise errors.NamespaceNotFoundError(
+                        f"{source} has no namespace(s) {sorted(unknown)}"
+                    )
+                rows = [r for r in checkpoints.all_rows(src) if r.namespace in wanted]
+                selected = [p for p in heads if p.namespace in wanted]
+                copier = _Copier(src_store, dst_store)
+                moved: list[str] = []
+                conflicts: list[dict[str, str | None]] = []
+                receipt_ids: list[int] = []
+
+                def move_pointers() -> None:
+                    now_ms = _now_ms()
+                    for ptr in selected:
+                        here = pointers.pointer(dst, ptr.namespace)
+                        if here is not None and here.current_id == ptr.current_id:
+                            continue
+                        lineage_ids = {r.id for r in checkpoints.lineage(dst, ptr.current_id)}
+                        fast_forward = here is None or here.current_id in lineage_ids
+                        if not fast_forward and not overwrite:
+                            conflicts.append(
+                                {
+                                    "namespace": ptr.namespace,
+                                    "current": here.current_id if here else None,
+                                    "incoming": ptr.current_id,
+                                }
+                            )
+                            continue
+                        target = checkpoints.checkpoint_by_id(dst, ptr.current_id)
+                        if target is None:
+                            raise errors.CorruptionError(
+                                f"namespace {ptr.namespace!r}: the source's CURRENT "
+                                f"{ptr.current_id[:12]} was not copied (its lineage is "
+                                "damaged); nothing was imported",
+                                namespace=ptr.namespace,
+                                reason="pointer_target_missing",
+                            )
+                        pointers.move(
+                            dst,
+                            namespace=ptr.namespace,
+                            namespace_id=target.namespace_id,
+                            previous=here,
+                            new_seq=target.seq,
+                            new_id=target.id,
+                            reason=f"import from {os.path.basename(source)}"
+                            + ("" if fast_forward else " (overwrite)"),
+                            now_ms=now_ms,
+                        )
+                        moved.append(ptr.namespace)
+                    counts = copier.counts
+                    body = {
+                        "source": os.path.abspath(source),
+                        "namespaces": sorted(wanted),
+                        "checkpoints_copied": counts.checkpoints_copied,
+                        "checkpoints_present": counts.checkpoints_present,
+                        "blobs": counts.blobs_copied,
+                        "chunks": counts.chunks_copied,
+                        "bytes": counts.bytes_copied,
+                        "pointers_moved": moved,
+                        "conflicts": conflicts,
+                    }
+                    receipt_ids.append(
+                        store_receipt(
+                            dst, "import", body, namespace=None, checkpoint_id=None, at_ms=now_ms
+                        )
+                    )
+
+                _copy_rows(copier, rows, progress, move_pointers)
+    finally:
+        src_handle.close()
+    counts = copier.counts
+    return counts.receipt(
+        "import",
+        receipt_ids[0] if receipt_ids else None,
+        os.path.abspath(source),
+        dest_path,
+        sorted(wanted),
+        moved,
+        [models.PointerConflict(**c) for c in conflicts],  # type: ignore[arg-type]
+    )

@@ -1,0 +1,42 @@
+"""The store: one module per table family, the only code that reads or writes each table.
+
+| module | tables |
+| --- | --- |
+| :mod:`.blobs` | ``blob``, ``blob_chunk``, ``chunk``, ``chunk_data`` |
+| :mod:`.checkpoints` | ``namespace``, ``checkpoint``, ``entry`` (and the one lineage walk) |
+| :mod:`.pointers` | ``pointer``, ``pointer_history`` |
+| :mod:`.receipts` | ``receipt`` |
+| :mod:`.pins` | ``pin`` |
+| :mod:`.settings` | ``setting``, ``retention`` |
+| :mod:`.migrations` | ``ckptdb_migration`` (and ``PRAGMA user_version``) |
+
+Writes to a table happen only in its module. A query may join a neighbouring table to read
+its key columns (a pointer names its checkpoint by ``seq``; reading the id joins
+``checkpoint``) -- the query lives with the table it is about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..connection import Connection
+from .blobs import BlobStore
+
+
+@dataclass(frozen=True)
+class Store:
+    """The tables of one open connection: what every operation works on."""
+
+    conn: Connection
+    chunk_size: int
+    blobs: BlobStore
+
+    @classmethod
+    def on(cls, conn: Connection, chunk_size: int) -> Store:
+        """The store over ``conn`` for a file with this chunk size."""
+        return cls(conn, chunk_size, BlobStore(conn, chunk_size))
+
+    @property
+    def readonly(self) -> bool:
+        """True when the connection cannot write."""
+        return self.conn.readonly

@@ -1,0 +1,388 @@
+"""The ``namespace``, ``checkpoint`` and ``entry`` tables: immutable manifests and lineage.
+
+This module is the only code that reads or writes them, and holds the one lineage walk
+(parent links, each step to a strictly smaller generation so damaged links cannot loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .. import canonical, errors, validation
+from ..connection import Connection
+from .rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, check_types, typed
+
+_N = type(None)
+
+
+# The namespace name comes from a scalar subquery rather than a join: measured 3-4x faster
+# for these single-row lookups on every commit and load (docs/performance.md).
+_CHECKPOINT_COLUMNS = (
+    "c.seq, c.id, (SELECT name FROM namespace WHERE namespace_id = c.namespace_id),"
+    " c.namespace_id, c.parent_id, c.generation, c.created_at_ms, c.metadata, c.entry_count,"
+    " c.total_size"
+)
+
+
+def _checkpoint(row: tuple[Any, ...]) -> CheckpointRow:
+    return typed(CheckpointRow, row, CHECKPOINT_TYPES, "checkpoint row")
+
+
+def checkpoint_by_id(
+    conn: Connection, checkpoint_id: str, *, scan: bool = False
+) -> CheckpointRow | None:
+    """The checkpoint with this full id. ``scan`` reads the table instead of the index on
+    ids (slow; for recovery, when a damaged index may hide a row that is there)."""
+    where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
+    row = conn.one(
+        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
+        (checkpoint_id,),
+    )
+    return None if row is None else _checkpoint(row)
+
+
+def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> list[str]:
+    """Full ids starting with ``prefix`` (lowercase hex), at most ``limit``."""
+    upper = prefix + "g"  # 'g' sorts after every hex digit: a range scan on the unique index
+    rows = conn.execute(
+        "SELECT id FROM checkpoint WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+        (prefix, upper, limit),
+    )
+    return [str(r[0]) for r in rows]
+
+
+def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
+    """Entries of a checkpoint, sorted by name."""
+    rows = conn.execute(
+        "SELECT e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
+        " FROM entry e LEFT JOIN blob b ON b.blob_id = e.blob_id"
+        " WHERE e.checkpoint_seq = ? ORDER BY e.name",
+        (checkpoint_seq,),
+    )
+    out = []
+    for r in rows:
+        if r[2] is None:
+            raise errors.CorruptionError(
+                f"entry {r[0]!r} names a blob that does not exist",
+                entry=str(r[0]),
+                reason="blob_missing",
+            )
+        out.append(typed(EntryRow, r, ENTRY_TYPES, "entry row"))
+    return out
+
+
+def recomputed_id(row: CheckpointRow, entries: list[EntryRow]) -> str:
+    """The id the stored manifest actually hashes to."""
+    return canonical.checkpoint_id(
+        row.namespace,
+        row.parent_id,
+        row.generation,
+        [e.record() for e in entries],
+        row.metadata_json,
+    )
+
+
+def check_namespace(namespace: str, found: str, checkpoint_id: str) -> None:
+    """Raise CorruptionError when following stored links from ``namespace`` reached a
+    checkpoint of another namespace (only damage can make a link cross namespaces)."""
+    if found != namespace:
+        raise errors.CorruptionError(
+            f"checkpoint {checkpoint_id[:12]} was reached from namespace {namespace!r} but "
+            f"belongs to {found!r}; a stored link is damaged. Run `ckptdb verify`.",
+            checkpoint_id=checkpoint_id,
+            reason="wrong_namespace",
+        )
+
+
+def check_manifest(row: CheckpointRow, entries: list[EntryRow]) -> None:
+    """Raise CorruptionError unless the stored rows hash to the checkpoint's id."""
+    if (
+        len(entries) != row.entry_count
+        or sum(e.size for e in entries) != row.total_size
+        or recomputed_id(row, entries) != row.id
+    ):
+        raise errors.CorruptionError(
+            f"checkpoint {row.id[:12]} of namespace {row.namespace!r}: its stored manifest "
+            "does not hash to its id (rows were damaged or altered)",
+            checkpoint_id=row.id,
+            reason="manifest_mismatch",
+        )
+
+
+def namespace_id(conn: Connection, namespace: str) -> int | None:
+    """Id of a namespace row, if it exists."""
+    value = conn.scalar("SELECT namespace_id FROM namespace WHERE name = ?", (namespace,))
+    return None if value is None else int(value)
+
+
+def checkpoint_counts(conn: Connection) -> dict[int, int]:
+    """Number of stored checkpoints per namespace id."""
+    counts: dict[int, int] = {}
+    for row in conn.execute("SELECT namespace_id, count(*) FROM checkpoint GROUP BY namespace_id"):
+        check_types(row, (int, int), "checkpoint row")
+        counts[row[0]] = row[1]
+    return counts
+
+
+def _walk(seed: str, *, limited: bool) -> str:
+    """The one lineage walk: from the checkpoints ``seed`` selects (as ``seq, parent_id,
+    generation``), follow parent links to their stored ancestors with each one's depth.
+    Every step must go to a strictly smaller generation, so damaged links cannot loop."""
+    bound = " WHERE :limit < 0 OR w.depth + 1 < :limit" if limited else ""
+    return (
+        "WITH RECURSIVE walk (seq, parent_id, generation, depth) AS ("
+        f" SELECT seq, parent_id, generation, 0 FROM ({seed})"
+        " UNION ALL"
+        " SELECT c.seq, c.parent_id, c.generation, w.depth + 1 FROM walk w"
+        " JOIN checkpoint c ON c.id = w.parent_id AND c.generation < w.generation"
+        f"{bound})"
+    )
+
+
+def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[CheckpointRow]:
+    """``start_id`` and its stored ancestors, newest first (stops where GC pruned)."""
+    rows = conn.execute(
+        _walk("SELECT seq, parent_id, generation FROM checkpoint WHERE id = :start", limited=True)
+        + f" SELECT {_CHECKPOINT_COLUMNS} FROM walk w JOIN checkpoint c ON c.seq = w.seq"
+        " ORDER BY w.depth",
+        {"start": start_id, "limit": -1 if limit is None else limit},
+    )
+    return [_checkpoint(r) for r in rows]
+
+
+def depths_from_current(conn: Connection, namespace_ids: list[int]) -> dict[int, int]:
+    """seq -> distance from CURRENT along parent links, for the given namespaces."""
+    depths: dict[int, int] = {}
+    for start in range(0, len(namespace_ids), 500):
+        part = namespace_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        seed = (
+            "SELECT c.seq, c.parent_id, c.generation FROM pointer p"
+            f" JOIN checkpoint c ON c.seq = p.current_seq WHERE p.namespace_id IN ({marks})"
+        )
+        rows = conn.execute(
+            _walk(seed, limited=False) + " SELECT seq, min(depth) FROM walk GROUP BY seq", part
+        )
+        depths.update({int(s): int(d) for s, d in rows})
+    return depths
+
+
+def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
+    """The checkpoint with this full id, or CheckpointNotFoundError."""
+    validation.checkpoint_id(checkpoint_id)
+    row = checkpoint_by_id(conn, checkpoint_id)
+    if row is None:
+        raise errors.CheckpointNotFoundError(
+            f"no checkpoint {checkpoint_id[:12]}... in this database (never committed here, or "
+            "garbage-collected)",
+            checkpoint_id=checkpoint_id,
+        )
+    return row
+
+
+# -- writing (publish and import) ------------------------------------------------------
+
+
+def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> int:
+    """Id of the namespace row, creating it if needed (inside a write transaction)."""
+    existing = namespace_id(conn, namespace)
+    if existing is not None:
+        return existing
+    conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES (?, ?)", (namespace, now_ms))
+    return conn.last_insert_rowid()
+
+
+def insert(
+    conn: Connection,
+    *,
+    checkpoint_id: str,
+    namespace_id: int,
+    parent_id: str | None,
+    generation: int,
+    created_at_ms: int,
+    metadata_json: str,
+    total_size: int,
+    entries: list[tuple[str, int, str | None, str | None]],
+) -> tuple[int, bool]:
+    """Insert a manifest and its entries ((name, blob_id, media_type, schema_pin), in name
+    order) unless a checkpoint with this id exists. Returns (seq, inserted)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
+        " created_at_ms, metadata, entry_count, total_size, format)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            checkpoint_id,
+            namespace_id,
+            parent_id,
+            generation,
+            created_at_ms,
+            metadata_json,
+            len(entries),
+            total_size,
+            canonical.FORMAT_VERSION,  # the manifest encoding the id was computed with
+        ),
+    )
+    if conn.changes() == 0:
+        # The same manifest was published before (then CURRENT moved away and back).
+        existing = checkpoint_by_id(conn, checkpoint_id)
+        if existing is None:
+            raise errors.CorruptionError(
+                f"checkpoint {checkpoint_id[:12]} is stored but cannot be found by its id "
+                "(a damaged index); run `ckptdb verify`",
+                checkpoint_id=checkpoint_id,
+                reason="index_damaged",
+            )
+        return existing.seq, False
+    seq = conn.last_insert_rowid()
+    conn.executemany(
+        "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(seq, *e) for e in entries],
+    )
+    return seq, True
+
+
+# -- scans (GC, prune, verify, transfer) ------------------------------------------------
+
+
+def namespaces_by_name(conn: Connection) -> dict[str, int]:
+    """Every namespace row: name -> id."""
+    rows = conn.execute("SELECT namespace_id, name FROM namespace ORDER BY name")
+    out: dict[str, int] = {}
+    for row in rows:
+        check_types(row, (int, str), "namespace row")
+        out[row[1]] = row[0]
+    return out
+
+
+_CANDIDATE_TYPES: tuple[Any, ...] = (int, int, int, int, (str, _N))
+
+
+def iter_retention_candidates(
+    conn: Connection, namespace_ids: list[int], *, with_metadata: bool
+) -> Iterator[tuple[int, int, int, int, str | None]]:
+    """(seq, namespace_id, generation, created_at_ms, metadata or None) of every checkpoint
+    of the given namespaces, type-checked."""
+    for start in range(0, len(namespace_ids), 500):
+        part = namespace_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for row in conn.iterate(
+            "SELECT seq, namespace_id, generation, created_at_ms,"
+            f" {'metadata' if with_metadata else 'NULL'} FROM checkpoint"
+            f" WHERE namespace_id IN ({marks})",
+            part,
+        ):
+            check_types(row, _CANDIDATE_TYPES, "checkpoint row")
+            yield row
+
+
+def seqs_of_namespace(conn: Connection, namespace_id: int) -> list[tuple[int, str]]:
+    """(seq, id) of every checkpoint of a namespace."""
+    return [
+        (int(s), str(i))
+        for s, i in conn.execute(
+            "SELECT seq, id FROM checkpoint WHERE namespace_id = ?", (namespace_id,)
+        )
+    ]
+
+
+def iter_metadata(conn: Connection) -> Iterator[tuple[int, str, str, str]]:
+    """(seq, id, namespace, metadata JSON) of every checkpoint."""
+    for row in conn.iterate(
+        "SELECT c.seq, c.id, n.name, c.metadata FROM checkpoint c"
+        " JOIN namespace n ON n.namespace_id = c.namespace_id"
+    ):
+        check_types(row, (int, str, str, str), "checkpoint row")
+        yield row
+
+
+def all_rows(conn: Connection) -> list[CheckpointRow]:
+    """Every checkpoint row (for import), type-checked."""
+    return [_checkpoint(r) for r in conn.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c")]
+
+
+def ids_of(conn: Connection, seqs_table: str) -> list[str]:
+    """Ids of the checkpoints whose seqs a temporary table lists, by seq."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            f"SELECT c.id FROM temp.{seqs_table} d JOIN checkpoint c ON c.seq = d.seq"
+            " ORDER BY c.seq"
+        )
+    ]
+
+
+def blobs_of(conn: Connection, seqs_table: str) -> list[int]:
+    """Distinct blob ids the entries of the listed checkpoints use."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT DISTINCT e.blob_id FROM temp.{seqs_table} b"
+            " JOIN entry e ON e.checkpoint_seq = b.seq"
+        )
+    ]
+
+
+def delete_listed(conn: Connection, seqs_table: str) -> None:
+    """Delete the listed checkpoints (their entries go with them: ON DELETE CASCADE)."""
+    conn.execute(f"DELETE FROM checkpoint WHERE seq IN (SELECT seq FROM temp.{seqs_table})")
+
+
+def drop_still_used(conn: Connection, blob_table: str, *, except_table: str | None = None) -> None:
+    """Remove from a temporary list of blob ids those an entry still uses (ignoring the
+    entries of the checkpoints listed in ``except_table``, for a dry run)."""
+    others = (
+        ""
+        if except_table is None
+        else f" AND e.checkpoint_seq NOT IN (SELECT seq FROM temp.{except_table})"
+    )
+    conn.execute(
+        f"DELETE FROM temp.{blob_table} WHERE EXISTS (SELECT 1 FROM entry e"
+        f" WHERE e.blob_id = temp.{blob_table}.seq{others})"
+    )
+
+
+def delete_namespace_if_empty(conn: Connection, namespace_id: int) -> None:
+    """Remove a namespace row once no checkpoint belongs to it (its pointer history goes
+    with it)."""
+    conn.execute(
+        "DELETE FROM namespace WHERE namespace_id = ? AND NOT EXISTS"
+        " (SELECT 1 FROM checkpoint WHERE namespace_id = ?)",
+        (namespace_id, namespace_id),
+    )
+
+
+def namespace_name(conn: Connection, namespace_id: int) -> str | None:
+    """The name of a namespace id."""
+    value = conn.scalar("SELECT name FROM namespace WHERE namespace_id = ?", (namespace_id,))
+    return None if value is None else str(value)
+
+
+def count(conn: Connection) -> int:
+    """Number of stored checkpoints."""
+    return int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
+
+
+def generations(conn: Connection) -> dict[Any, Any]:
+    """id -> generation of every checkpoint (as stored; for verify's lineage check)."""
+    return dict(conn.execute("SELECT id, generation FROM checkpoint"))
+
+
+def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
+    """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
+    none once), ordered by checkpoint then entry name, values as stored (for verify):
+    the 10 checkpoint columns then the 7 entry columns."""
+    return conn.iterate(
+        "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
+        " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
+        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
+        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+        " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
+        " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
+    )
+
+
+def logical_bytes(conn: Connection) -> int:
+    """Sum of every checkpoint's total size (what the checkpoints hold, before dedup)."""
+    return int(conn.scalar("SELECT coalesce(sum(total_size), 0) FROM checkpoint") or 0)

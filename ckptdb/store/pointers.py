@@ -1,0 +1,272 @@
+"""The ``pointer`` and ``pointer_history`` tables: CURRENT per namespace and every move.
+
+This module is the only code that reads or writes them. Invariants (see schema/ckptdb.sql):
+a pointer's ``digest`` seals (namespace, revision, current, fallback, previous digest) and
+chains to the previous move; the newest history row of a namespace equals its pointer;
+``fallback`` is always the previous CURRENT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import canonical, errors
+from ..connection import Connection
+from .rows import (
+    HISTORY_TYPES,
+    POINTER_TYPES,
+    CurrentSummary,
+    HistoryRow,
+    PointerRow,
+    check_types,
+    typed,
+)
+
+# The current checkpoint's text columns are read as bytes and decoded here, so damage to
+# them spoils only the summary, not the pointer. (Namespace names come from scalar
+# subqueries, as in _CHECKPOINT_COLUMNS.)
+_POINTER_COLUMNS = (
+    "p.namespace_id, (SELECT name FROM namespace WHERE namespace_id = p.namespace_id),"
+    " p.current_seq, c.id, f.id, p.revision, p.digest,"
+    " p.previous_digest, p.updated_at_ms, CAST(c.parent_id AS BLOB), c.generation,"
+    " c.entry_count, c.total_size, CAST(c.metadata AS BLOB)"
+)
+
+
+def _summary(values: tuple[Any, ...]) -> CurrentSummary | None:
+    parent, generation, entry_count, total_size, metadata = values
+    if not (
+        isinstance(parent, bytes | None)
+        and isinstance(metadata, bytes)
+        and all(isinstance(v, int) for v in (generation, entry_count, total_size))
+    ):
+        return None
+    try:
+        return CurrentSummary(
+            None if parent is None else parent.decode(),
+            generation,
+            entry_count,
+            total_size,
+            metadata.decode(),
+        )
+    except UnicodeDecodeError:
+        return None
+
+
+def _pointer(row: tuple[Any, ...]) -> PointerRow:
+    head = row[: len(POINTER_TYPES)]
+    check_types(head, POINTER_TYPES, "pointer row")
+    ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated = head
+    return PointerRow(
+        ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated,
+        _summary(row[len(POINTER_TYPES) :]),
+    )  # fmt: skip
+
+
+def pointer(conn: Connection, namespace: str) -> PointerRow | None:
+    """The CURRENT pointer of a namespace, or None when it has none."""
+    row = conn.one(
+        f"SELECT {_POINTER_COLUMNS}"
+        " FROM pointer p JOIN checkpoint c ON c.seq = p.current_seq"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq"
+        " WHERE p.namespace_id = (SELECT namespace_id FROM namespace WHERE name = ?)",
+        (namespace,),
+    )
+    return None if row is None else _pointer(row)
+
+
+def all_pointers(conn: Connection) -> list[PointerRow]:
+    """Every CURRENT pointer, by namespace name."""
+    rows = conn.execute(
+        f"SELECT {_POINTER_COLUMNS}"
+        " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
+        " JOIN checkpoint c ON c.seq = p.current_seq"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq ORDER BY n.name"
+    )
+    return [_pointer(r) for r in rows]
+
+
+def history(conn: Connection, namespace: str, limit: int | None = None) -> list[HistoryRow]:
+    """Pointer moves of a namespace, newest first."""
+    rows = conn.execute(
+        "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
+        " h.reason, h.at_ms FROM pointer_history h"
+        " JOIN namespace n ON n.namespace_id = h.namespace_id"
+        " WHERE n.name = ? ORDER BY h.revision DESC LIMIT ?",
+        (namespace, -1 if limit is None else limit),
+    )
+    return [typed(HistoryRow, r, HISTORY_TYPES, "pointer history row") for r in rows]
+
+
+def moves_to(conn: Connection, namespace_id: int, checkpoint_id: str) -> list[HistoryRow]:
+    """The pointer moves of a namespace that made ``checkpoint_id`` CURRENT, newest first."""
+    rows = conn.execute(
+        "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
+        " h.reason, h.at_ms FROM pointer_history h"
+        " JOIN namespace n ON n.namespace_id = h.namespace_id"
+        " WHERE h.namespace_id = ? AND h.current_id = ? ORDER BY h.revision DESC",
+        (namespace_id, checkpoint_id),
+    )
+    return [typed(HistoryRow, r, HISTORY_TYPES, "pointer history row") for r in rows]
+
+
+def check_pointer(ptr: PointerRow) -> None:
+    """Raise CorruptionError unless the pointer row matches its digest (fail closed)."""
+    expected = canonical.pointer_digest(
+        ptr.namespace, ptr.revision, ptr.current_id, ptr.fallback_id, ptr.previous_digest
+    )
+    if expected != ptr.digest:
+        raise errors.CorruptionError(
+            f"the CURRENT pointer of namespace {ptr.namespace!r} does not match its digest; "
+            "refusing to guess which checkpoint is current. Run `ckptdb verify`, then move "
+            "CURRENT explicitly with set_current to a verified checkpoint.",
+            namespace=ptr.namespace,
+            reason="pointer_mismatch",
+        )
+
+
+def move(
+    conn: Connection,
+    *,
+    namespace: str,
+    namespace_id: int,
+    previous: PointerRow | None,
+    new_seq: int,
+    new_id: str,
+    reason: str,
+    now_ms: int,
+    fallback: tuple[int, str] | bool | None = True,
+) -> int:
+    """Point CURRENT at ``new_id`` and append the move to the pointer history (inside the
+    caller's write transaction). Returns the new pointer revision.
+
+    ``fallback``: True (the default) makes the old CURRENT the fallback; a (seq, id) pair or
+    None names the fallback explicitly (used when moving away from a checkpoint known to be
+    damaged, which must not become the fallback)."""
+    revision = previous.revision + 1 if previous is not None else 1
+    if fallback is True:
+        fallback_seq = previous.current_seq if previous is not None else None
+        fallback_id = previous.current_id if previous is not None else None
+    elif fallback is None or fallback is False:
+        fallback_seq, fallback_id = None, None
+    else:
+        fallback_seq, fallback_id = fallback
+    previous_digest = previous.digest if previous is not None else None
+    digest = canonical.pointer_digest(namespace, revision, new_id, fallback_id, previous_digest)
+    conn.execute(
+        "INSERT INTO pointer (namespace_id, current_seq, fallback_seq, revision, digest,"
+        " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (namespace_id) DO UPDATE SET current_seq = excluded.current_seq,"
+        " fallback_seq = excluded.fallback_seq, revision = excluded.revision,"
+        " digest = excluded.digest, previous_digest = excluded.previous_digest,"
+        " updated_at_ms = excluded.updated_at_ms, confirmed_at_ms = NULL",
+        (namespace_id, new_seq, fallback_seq, revision, digest, previous_digest, now_ms),
+    )
+    conn.execute(
+        "INSERT INTO pointer_history (namespace_id, revision, current_id, fallback_id,"
+        " previous_digest, digest, reason, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (namespace_id, revision, new_id, fallback_id, previous_digest, digest, reason, now_ms),
+    )
+    return revision
+
+
+def confirm(conn: Connection, ptr: PointerRow, now_ms: int) -> None:
+    """Write a tiny change so the enclosing transaction's COMMIT syncs the WAL.
+
+    Used when CURRENT already names the checkpoint being committed: the frames that hold it
+    may come from an attempt whose COMMIT failed, and a successful commit after them is what
+    makes them durable before it is acknowledged (``confirmed_at_ms`` exists for this).
+    """
+    conn.execute(
+        "UPDATE pointer SET confirmed_at_ms = ? WHERE namespace_id = ?",
+        (now_ms, ptr.namespace_id),
+    )
+
+
+def history_of(conn: Connection, namespace_id: int) -> list[tuple[Any, ...]]:
+    """The raw history rows of a namespace, oldest first, as stored (for a verbatim copy):
+    (revision, current_id, fallback_id, previous_digest, digest, reason, at_ms)."""
+    return conn.execute(
+        "SELECT revision, current_id, fallback_id, previous_digest, digest, reason, at_ms"
+        " FROM pointer_history WHERE namespace_id = ? ORDER BY revision",
+        (namespace_id,),
+    )
+
+
+def insert_verbatim(
+    conn: Connection,
+    ptr: PointerRow,
+    *,
+    namespace_id: int,
+    current_seq: int,
+    fallback_seq: int | None,
+    history: list[tuple[Any, ...]],
+) -> None:
+    """Copy a pointer and its whole history exactly as another file holds them (export),
+    so its digest chain verifies in the copy too."""
+    conn.execute(
+        "INSERT INTO pointer (namespace_id, current_seq, fallback_seq, revision, digest,"
+        " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            namespace_id,
+            current_seq,
+            fallback_seq,
+            ptr.revision,
+            ptr.digest,
+            ptr.previous_digest,
+            ptr.updated_at_ms,
+        ),
+    )
+    conn.executemany(
+        "INSERT INTO pointer_history (namespace_id, revision, current_id, fallback_id,"
+        " previous_digest, digest, reason, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(namespace_id, *h) for h in history],
+    )
+
+
+def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int]:
+    """Seqs of every CURRENT and fallback (of one namespace, or all)."""
+    protected: set[int] = set()
+    for row in conn.execute(
+        "SELECT current_seq, fallback_seq FROM pointer WHERE ?1 IS NULL OR namespace_id = ?1",
+        (namespace_id,),
+    ):
+        check_types(row, (int, (int, type(None))), "pointer row")
+        protected.update(v for v in row if v is not None)
+    return protected
+
+
+def delete(conn: Connection, namespace_id: int) -> None:
+    """Remove a namespace's pointer (drop_namespace; its history goes with the namespace)."""
+    conn.execute("DELETE FROM pointer WHERE namespace_id = ?", (namespace_id,))
+
+
+def trim_history(conn: Connection, namespace_id: int, moves: int) -> tuple[int, int | None]:
+    """Delete the moves older than the newest ``moves`` (inside the caller's write
+    transaction). Returns (rows deleted, first revision kept or None if nothing changed)."""
+    newest = conn.scalar(
+        "SELECT max(revision) FROM pointer_history WHERE namespace_id = ?", (namespace_id,)
+    )
+    if newest is None or int(newest) <= moves:
+        return 0, None
+    floor = int(newest) - moves + 1
+    conn.execute(
+        "DELETE FROM pointer_history WHERE namespace_id = ? AND revision < ?",
+        (namespace_id, floor),
+    )
+    changed = conn.changes()
+    return changed, floor if changed else None
+
+
+def iterate_history(conn: Connection) -> Any:
+    """Every history row as stored, by namespace and revision (for verify):
+    (namespace_id, revision, current_id, fallback_id, previous_digest, digest)."""
+    return conn.iterate(
+        "SELECT namespace_id, revision, current_id, fallback_id, previous_digest, digest"
+        " FROM pointer_history ORDER BY namespace_id, revision"
+    )
+
+
+def count(conn: Connection) -> int:
+    """Number of namespaces with a CURRENT pointer."""
+    return int(conn.scalar("SELECT count(*) FROM pointer") or 0)
