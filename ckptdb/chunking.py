@@ -265,7 +265,9 @@ def cut_stream(stream: _Readable, params: ChunkParams = DEFAULT_PARAMS) -> Itera
     (``pyfastcdc`` keeps one ``2 * max_size`` buffer; each chunk is copied out of it once,
     since that buffer is reused for the next chunk). ``stream`` needs ``read(n)``; short
     reads are fine. The stream is read to its end."""
-    head = _read_exactly(stream, params.single_chunk_threshold)
+    # Peek at least one byte, so a threshold of 0 still tells an empty stream from one
+    # that must be cut.
+    head = _read_exactly(stream, max(params.single_chunk_threshold, 1))
     if len(head) < params.single_chunk_threshold or not head:
         yield head
         return

@@ -68,6 +68,9 @@ DEFAULT_ZSTD_LEVEL = 3
 #: damaged metadata and must not become a giant allocation.
 MAX_RAW_SIZE = 64 * 1024 * 1024
 
+# zstd's "fast" negative levels trade ratio for speed; below -7 they barely compress text.
+_MIN_ZSTD_LEVEL = -7
+_MAX_ZSTD_LEVEL = zstandard.MAX_COMPRESSION_LEVEL
 _COMPRESSION_MASK = 0xFF
 _SEAL_SHIFT = 8
 _MAX_CODEC_ID = 0xFFFF
@@ -244,9 +247,10 @@ def encode(
     if data and compression != RAW:
         codec: Codec
         if compression == ZSTD and level is not None:
-            if type(level) is not int or not 1 <= level <= zstandard.MAX_COMPRESSION_LEVEL:
+            if type(level) is not int or not _MIN_ZSTD_LEVEL <= level <= _MAX_ZSTD_LEVEL:
                 raise InvalidCodecError(
-                    f"zstd level must be in [1, {zstandard.MAX_COMPRESSION_LEVEL}], got {level!r}"
+                    f"zstd level must be an int in [{_MIN_ZSTD_LEVEL}, {_MAX_ZSTD_LEVEL}], "
+                    f"got {level!r}"
                 )
             codec = ZstdCodec(level=level)
         else:
@@ -314,4 +318,3 @@ def decode(
             expected_size=raw_size,
         )
     return out
-
