@@ -82,3 +82,17 @@ def test_bench_langgraph_quick(tmp_path: Path) -> None:
             assert _positive(result[saver]["puts_per_s"], result[saver]["file_bytes"])
         assert result["ckptdb"]["kept_checkpoints"] == 1
         assert result["ckptdb"]["file_bytes_after_prune"] < result["ckptdb"]["file_bytes"]
+    chat = report["chat"]
+    assert chat["turns"] == 30 and chat["sqlite"]["checkpoints"] == chat["ckptdb"]["checkpoints"]
+    estimate = chat["format2_estimate"]
+    assert 0 < estimate["distinct_chunk_bytes_zstd"] <= estimate["distinct_chunk_bytes"]
+    assert estimate["distinct_chunk_bytes"] <= estimate["distinct_blob_bytes"]
+
+
+def test_bench_chunking_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_chunking.py", "--quick", "--big-size-mib", "16")
+    for row in report["params"].values():
+        # A 1 MiB rewrite costs about 1 MiB, whatever the chunk size.
+        assert 1 << 20 <= row["big"]["new_bytes_after_1mib_rewrite"] <= 2 << 20
+        assert row["list_end"]["new_stored_per_version"] > 0
+    assert set(report["zstd_json_chunks"]) == {"-5", "-1", "1", "3", "6", "9"}

@@ -22,6 +22,16 @@ sqlite3 default, which SqliteSaver uses; ckptdb's default). Reported per workloa
 * file size after the run (database + WAL, after a WAL checkpoint) and the ratio;
 * for ckptdb, the file size after ``prune(keep_latest)``, next to the bytes the kept
   checkpoint holds and the size of an empty saver file.
+
+The ``chat`` workload is a real compiled LangGraph ``StateGraph`` whose ``messages``
+channel uses ``add_messages``: per turn one user message in and one assistant message out
+(~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run once
+per saver (interleaved order), reporting file bytes and wall time side by side; and, when
+the installed langgraph has ``DeltaChannel``, the same graph with the channel declared as a
+``DeltaChannel``. For ckptdb it also records every blob the saver sent to ckptdb and
+reports what storage format 2 would keep of them: the raw bytes of the distinct blobs (what
+whole-blob content addressing stores today), of the distinct CDC chunks
+(``ckptdb.chunking``), and of those chunks after ``ckptdb.codec.encode`` (zstd).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import argparse
 import base64
 import gc
+import hashlib
 import json
 import os
 import random
@@ -41,14 +52,21 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import apsw
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
+from ckptdb import chunking, codec
 from ckptdb.integrations.langgraph import CkptdbSaver
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_chunking import _vocabulary, chat_message  # a sibling tool
 
 CHANNELS = 10
 WORKLOADS = {"1kb": 100, "100kb": 10_000}  # bytes per channel value
@@ -241,17 +259,164 @@ def bench_workload(
     return out
 
 
+# --- the chat workload: a real graph ---------------------------------------------------
+
+
+class ChatState(TypedDict):
+    """The chat graph's state: a message list reduced with ``add_messages``."""
+
+    messages: Annotated[list[Any], add_messages]
+
+
+def _batch_add(state: Any, writes: Any) -> Any:
+    """``add_messages`` over a batch of writes (the reducer shape DeltaChannel needs)."""
+    out = state if state is not None else []
+    for write in writes:
+        out = add_messages(out, write)
+    return out
+
+
+try:
+    from langgraph.channels import DeltaChannel
+
+    class DeltaChatState(TypedDict):
+        """The same state with the message list as a DeltaChannel."""
+
+        messages: Annotated[list[Any], DeltaChannel(_batch_add)]
+
+except ImportError:  # an older langgraph: the DeltaChannel variant is skipped
+    DeltaChatState = None  # type: ignore[assignment,misc]
+
+
+def _chat_graph(saver: BaseCheckpointSaver[Any], delta: bool, replies: list[str]) -> Any:
+    """A compiled one-node chat graph: the node answers with the next canned reply."""
+    builder: Any = StateGraph(DeltaChatState if delta else ChatState)
+    turn = iter(range(len(replies)))
+
+    def assistant(state: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=replies[next(turn)])]}
+
+    builder.add_node("assistant", assistant)
+    builder.add_edge(START, "assistant")
+    builder.add_edge("assistant", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _chat_texts(turns: int, seed: int = 23) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng)
+    users = [str(chat_message(rng, vocab, 2 * i)["content"]) for i in range(turns)]
+    replies = [str(chat_message(rng, vocab, 2 * i + 1)["content"]) for i in range(turns)]
+    return users, replies
+
+
+class _Recorder:
+    """Wraps CkptdbSaver._encode to keep every blob the saver hands to ckptdb."""
+
+    def __init__(self, saver: CkptdbSaver) -> None:
+        self.blobs: list[bytes] = []
+        inner = saver._encode
+
+        def encode(*args: Any, **kwargs: Any) -> Any:
+            entries, remembered = inner(*args, **kwargs)
+            self.blobs.extend(v for v in entries.values() if isinstance(v, bytes))
+            return entries, remembered
+
+        saver._encode = encode  # type: ignore[method-assign]
+
+
+def format2_estimate(blobs: list[bytes], params: chunking.ChunkParams) -> dict[str, int]:
+    """Raw bytes of the distinct blobs vs distinct CDC chunks vs those chunks zstd'ed."""
+    distinct: dict[bytes, bytes] = {}
+    for blob in blobs:
+        distinct.setdefault(hashlib.sha256(blob).digest(), blob)
+    chunks: set[bytes] = set()
+    unique_raw = unique_stored = n_chunks = 0
+    for blob in distinct.values():
+        for chunk in chunking.cut(blob, params):
+            key = hashlib.sha256(chunk).digest()
+            n_chunks += 1
+            if key in chunks:
+                continue
+            chunks.add(key)
+            unique_raw += len(chunk)
+            unique_stored += len(codec.encode(chunk)[1])
+    return {
+        "blobs_sent": len(blobs),
+        "bytes_sent": sum(len(b) for b in blobs),
+        "distinct_blob_bytes": sum(len(b) for b in distinct.values()),
+        "chunk_refs": n_chunks,
+        "distinct_chunks": len(chunks),
+        "distinct_chunk_bytes": unique_raw,
+        "distinct_chunk_bytes_zstd": unique_stored,
+    }
+
+
+def bench_chat(turns: int, directory: Path, delta: bool) -> dict[str, Any]:
+    users, replies = _chat_texts(turns)
+    out: dict[str, Any] = {"turns": turns, "delta_channel": delta}
+    order = ["sqlite", "ckptdb"] if not delta else ["ckptdb", "sqlite"]
+    recorder: _Recorder | None = None
+    for who in order:
+        contender = Contender(who, directory, f"chat-{'delta' if delta else 'full'}")
+        if isinstance(contender.saver, CkptdbSaver):
+            recorder = _Recorder(contender.saver)
+        graph = _chat_graph(contender.saver, delta, replies)
+        config: Any = {"configurable": {"thread_id": "chat"}}
+        gc.collect()
+        start = time.perf_counter()
+        for text in users:
+            graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+        wall = time.perf_counter() - start
+        final = graph.get_state(config).values["messages"]
+        assert len(final) == 2 * turns, len(final)
+        out[who] = {
+            "wall_s": wall,
+            "file_bytes": contender.file_bytes(),
+            "checkpoints": len(list(contender.saver.list(config))),
+        }
+        contender.close()
+    out["file_ratio"] = out["ckptdb"]["file_bytes"] / out["sqlite"]["file_bytes"]
+    out["wall_ratio"] = out["ckptdb"]["wall_s"] / out["sqlite"]["wall_s"]
+    assert recorder is not None
+    est = format2_estimate(recorder.blobs, chunking.DEFAULT_PARAMS)
+    est["params"] = chunking.DEFAULT_PARAMS.to_settings()  # type: ignore[assignment]
+    est["ratio_to_sqlite_file"] = est["distinct_chunk_bytes_zstd"] / out["sqlite"]["file_bytes"]
+    out["format2_estimate"] = est
+    if not delta:
+        out["format2_by_params"] = {
+            name: format2_estimate(recorder.blobs, p)["distinct_chunk_bytes_zstd"]
+            for name, p in _CHAT_PARAMS.items()
+        }
+    return out
+
+
+_CHAT_PARAMS = {
+    "4k": chunking.ChunkParams(1024, 4096, 32768, 1, 8192),
+    "8k": chunking.ChunkParams(2048, 8192, 65536, 1, 16384),
+    "16k": chunking.ChunkParams(4096, 16384, 131072, 1, 32768),
+    "64k": chunking.ChunkParams(16384, 65536, 524288, 1, 131072),
+}
+
+
+def has_delta_channel() -> bool:
+    """Whether the installed langgraph has DeltaChannel (langgraph >= 1.2)."""
+    return DeltaChatState is not None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 steps, 1 round (seconds)")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default 1000)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
+    parser.add_argument("--turns", type=int, default=None, help="chat turns (default 300)")
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
     args = parser.parse_args(argv)
     n_steps = args.steps or (100 if args.quick else 1000)
     rounds = args.rounds or (1 if args.quick else 3)
     repeat = 20 if args.quick else 200
+    turns = args.turns or (30 if args.quick else 300)
     directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
     results: dict[str, Any] = {
         "command": " ".join(
@@ -265,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         results["empty_ckptdb_saver_file_bytes"] = empty_saver_bytes(directory)
         for name, per_channel in WORKLOADS.items():
             results[name] = bench_workload(name, per_channel, n_steps, rounds, directory, repeat)
+        results["chat"] = bench_chat(turns, directory, delta=False)
+        if has_delta_channel():
+            results["chat_delta"] = bench_chat(turns, directory, delta=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print_report(results)
@@ -302,6 +470,33 @@ def print_report(results: dict[str, Any]) -> None:
             f"receipts {parts['pointer_history_and_receipts']:,} | schema and empty pages "
             f"{parts['schema_and_other']:,}"
         )
+    for key in ("chat", "chat_delta"):
+        if key in results:
+            print_chat(key, results[key])
+
+
+def print_chat(key: str, r: dict[str, Any]) -> None:
+    s, c, e = r["sqlite"], r["ckptdb"], r["format2_estimate"]
+    kind = "DeltaChannel" if r["delta_channel"] else "add_messages"
+    print(f"\n== chat: a compiled StateGraph, messages via {kind}, {r['turns']} turns")
+    print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
+    print(f"{'file bytes':28}{s['file_bytes']:>14,}{c['file_bytes']:>14,}{r['file_ratio']:>9.3f}")
+    print(f"{'wall time (s)':28}{s['wall_s']:>14.2f}{c['wall_s']:>14.2f}{r['wall_ratio']:>9.2f}")
+    print(f"{'checkpoints':28}{s['checkpoints']:>14,}{c['checkpoints']:>14,}")
+    p = e["params"]
+    print(
+        f"blobs CkptdbSaver sent: {e['blobs_sent']:,} ({e['bytes_sent']:,} bytes); distinct: "
+        f"{e['distinct_blob_bytes']:,} bytes (whole-blob dedup, today)"
+    )
+    print(
+        f"format 2 ({p['min_size']}/{p['avg_size']}/{p['max_size']}): distinct chunks "
+        f"{e['distinct_chunks']:,} = {e['distinct_chunk_bytes']:,} bytes raw, "
+        f"{e['distinct_chunk_bytes_zstd']:,} after zstd = {e['ratio_to_sqlite_file']:.4f}x "
+        f"SqliteSaver's file"
+    )
+    if "format2_by_params" in r:
+        cells = ", ".join(f"{k}: {v:,}" for k, v in r["format2_by_params"].items())
+        print(f"zstd'ed distinct chunk bytes by avg chunk size: {cells}")
 
 
 if __name__ == "__main__":
