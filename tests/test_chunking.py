@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ckptdb import chunking
-from ckptdb.chunking import ALGORITHM, ChunkParams, InvalidChunkParamsError
 from ckptdb.errors import CkptdbError, InvalidInputError
+from ckptdb.store import chunking
+from ckptdb.store.chunking import ALGORITHM, ChunkParams, InvalidChunkParamsError
 
 # Tiny sizes so that hypothesis-sized inputs (a few KB) still cut into many chunks.
 TINY = ChunkParams(

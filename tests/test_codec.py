@@ -15,9 +15,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckptdb import codec
-from ckptdb.codec import ChunkDecodeError, CodecUnavailableError, InvalidCodecError
 from ckptdb.errors import CorruptionError
+from ckptdb.store import codec
+from ckptdb.store.codec import ChunkDecodeError, CodecUnavailableError, InvalidCodecError
 
 TEXT = b"".join(
     b'{"role": "user", "content": "message number %d says hello"}' % i for i in range(300)

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ckptdb import chunking, codec
-from ckptdb.chunking import ChunkParams
+from ckptdb.store import chunking, codec
+from ckptdb.store.chunking import ChunkParams
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -31,7 +31,7 @@ the installed langgraph has ``DeltaChannel``, the same graph with the channel de
 ``DeltaChannel``. For ckptdb it also records every blob the saver sent to ckptdb and
 reports what storage format 2 would keep of them: the raw bytes of the distinct blobs (what
 whole-blob content addressing stores today), of the distinct CDC chunks
-(``ckptdb.chunking``), and of those chunks after ``ckptdb.codec.encode`` (zstd).
+(``ckptdb.store.chunking``), and of those chunks after ``ckptdb.store.codec.encode`` (zstd).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from ckptdb import chunking, codec
 from ckptdb.integrations.langgraph import CkptdbSaver
+from ckptdb.store import chunking, codec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunking import _vocabulary, chat_message  # a sibling tool

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import pyfastcdc
 
-from ckptdb.errors import InvalidInputError
+from ..errors import InvalidInputError
 
 #: The name of the cutting algorithm, recorded with the parameters in every file. A
 #: different algorithm (or a pyfastcdc whose cuts moved) must get a new name, never reuse

@@ -53,7 +53,7 @@ from typing import Protocol
 
 import zstandard
 
-from ckptdb.errors import CkptdbError, CorruptionError, InvalidInputError
+from ..errors import CkptdbError, CorruptionError, InvalidInputError
 
 #: Compression codec ids (bits 0-7 of a codec id). Stable forever: they are in files.
 RAW = 0
