@@ -160,6 +160,13 @@ class Database:
         return waits.waits, waits.seconds
 
     @property
+    def schema_problems(self) -> list[str]:
+        """How the file's schema differs from ckptdb's (empty for a valid file). Only a
+        read-only handle opens a file whose schema differs, for inspection; any other
+        open refuses it with SchemaMismatchError."""
+        return list(self._handle.schema_problems)
+
+    @property
     def readonly(self) -> bool:
         """True when opened read-only."""
         return self._handle.store.readonly

@@ -327,3 +327,10 @@ class InvalidPolicyError(InvalidInputError):
     """A retention policy with a rule that is out of range or unknown."""
 
     code = "invalid_policy"
+
+
+class SchemaMismatchError(SchemaError):
+    """The file's schema is not what its recorded migrations produce (an object added,
+    removed or changed outside ckptdb, any trigger): it is refused before any write."""
+
+    code = "schema_mismatch"

@@ -50,7 +50,7 @@ def measure(n: int, workdir: Path) -> dict[str, float | int]:
     build_s = time.perf_counter() - t0
     policy = ckptdb.RetentionPolicy(keep_last=5)
     with ckptdb.open(path) as db:
-        db._conn.wal_checkpoint("TRUNCATE")
+        db._handle.store.conn.wal_checkpoint("TRUNCATE")
         before = file_bytes(path)
         t0 = time.perf_counter()
         plan = db.gc(policy, grace=0, dry_run=True)

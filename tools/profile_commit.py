@@ -43,16 +43,16 @@ def frames_by_btree(path: Path, commits: int) -> dict[str, float]:
     with ckptdb.open(path) as db:
         for _ in range(300):
             db.commit("bench", _entries())
-        db._conn._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        db._handle.store.conn._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         # Keep every frame in the WAL while counting (no automatic checkpoint).
-        db._conn._raw.pragma("wal_autocheckpoint", 0)
+        db._handle.store.conn._raw.pragma("wal_autocheckpoint", 0)
         for _ in range(commits):
             db.commit("bench", _entries())
         wal = Path(f"{path}-wal").read_bytes()
         # Owners as of now, so pages allocated during the run are attributed too.
         owner = {
             int(page): str(name)
-            for name, page in db._conn._raw.execute("SELECT name, pageno FROM dbstat")
+            for name, page in db._handle.store.conn._raw.execute("SELECT name, pageno FROM dbstat")
         }
     counts: collections.Counter[str] = collections.Counter()
     page_size = struct.unpack(">I", wal[8:12])[0]
@@ -89,14 +89,14 @@ def time_split(path: Path, commits: int) -> dict[str, float]:
     with ckptdb.open(path) as db:
         for _ in range(300):
             db.commit("bench", _entries())
-        timed = _TimedCommit(db._conn._raw)
-        db._conn._raw = timed
+        timed = _TimedCommit(db._handle.store.conn._raw)
+        db._handle.store.conn._raw = timed
         batch = [_entries() for _ in range(commits)]
         t0 = time.perf_counter()
         for entries in batch:
             db.commit("bench", entries)
         total = time.perf_counter() - t0
-        db._conn._raw = timed._raw
+        db._handle.store.conn._raw = timed._raw
     return {
         "commit_us": round(total / commits * 1e6),
         "of_which_COMMIT_us": round(timed.seconds / commits * 1e6),

@@ -607,3 +607,13 @@ def ensure_wal(conn: Connection) -> None:
         initialize_wal = conn.pragma("journal_mode", "WAL")
         if str(initialize_wal).lower() != "wal":
             raise errors.StorageError(f"could not switch {conn.path} to WAL mode")
+
+
+def open_memory() -> Connection:
+    """A private in-memory database (to build the schema a set of migrations produces)."""
+    try:
+        raw = apsw.Connection(":memory:")
+        raw.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+    except apsw.Error as exc:
+        raise _translate(exc, "opening an in-memory database") from exc
+    return Connection(raw, ":memory:", readonly=False)

@@ -36,6 +36,9 @@ class Handle:
         self._store = Store.on(conn, chunk_size)
         self._closed = False
         self._broken = False
+        #: how the file's schema differs from ckptdb's (only a read-only handle opens such
+        #: a file, for inspection)
+        self.schema_problems: list[str] = []
 
     @property
     def store(self) -> Store:

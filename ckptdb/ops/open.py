@@ -17,30 +17,35 @@ from ..connection import (
     open_connection,
     open_probe,
 )
-from ..store import blobs, migrations, settings
+from ..store import blobs, migrations, schema, settings
 from .handle import Handle
 
 MigrateMode = Literal["auto", "never", "check"]
 
 
-def _probe_existing(path: str) -> bool:
-    """Check an existing SQLite file through a read-only connection. Returns True when the
-    file is an uninitialized shell (created by a ckptdb that crashed before its first
-    migration committed) that may be initialized."""
+def _probe_existing(path: str, *, readonly: bool) -> tuple[bool, list[str]]:
+    """Check an existing SQLite file through a read-only connection, before SQLite may
+    write to it. Returns (whether the file is an uninitialized shell -- created by a ckptdb
+    that crashed before its first migration committed -- that may be initialized, the ways
+    its schema differs from ckptdb's). A file whose schema differs is refused unless it is
+    opened read-only (for inspection)."""
     probe = open_probe(path)
     try:
         app_id = int(probe.pragma("application_id")) & 0xFFFFFFFF
         objects = int(probe.scalar("SELECT count(*) FROM sqlite_schema"))
         if app_id != APPLICATION_ID:
             if app_id == 0 and objects == 0:
-                return True
+                return True, []
             raise errors.NotCkptdbError(
                 f"{path} is an SQLite database of another application (application_id "
                 f"{app_id:#x}, {objects} schema objects); ckptdb will not touch it. Choose a new "
                 "file name for a ckptdb database."
             )
         migrations.check_history(probe, migrations.core_set())
-        return False
+        if not readonly:
+            schema.require_valid(probe, path)
+            return False, []
+        return False, schema.mismatches(probe)
     finally:
         probe.close()
 
@@ -68,13 +73,14 @@ def open_handle(
         files.create_private_file(path)
         kind, facts = files.inspect_path(path)
     fresh = kind is files.FileKind.EMPTY
+    schema_problems: list[str] = []
     if kind is files.FileKind.SQLITE:
         if facts is None or facts.application_id not in (0, APPLICATION_ID):
             raise errors.NotCkptdbError(
                 f"{path} is an SQLite database of another application (application_id "
                 f"{facts.application_id if facts else 0:#x}); ckptdb will not touch it"
             )
-        fresh = _probe_existing(path)
+        fresh, schema_problems = _probe_existing(path, readonly=readonly)
     if fresh and readonly:
         raise errors.DatabaseFileError(f"{path} is empty; it is not a ckptdb database yet")
 
@@ -119,7 +125,9 @@ def open_handle(
     except BaseException:
         conn.abandon()
         raise
-    return Handle(conn, path=path, chunk_size=effective_chunk, pending=pending, reopen=connect)
+    handle = Handle(conn, path=path, chunk_size=effective_chunk, pending=pending, reopen=connect)
+    handle.schema_problems = schema_problems
+    return handle
 
 
 def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> Handle:

@@ -116,9 +116,11 @@ class _Copier:
                 continue
             if self.dst_blobs.blob_id(entry.digest) is not None:
                 continue
-            list_digest, chunks = self.src_blobs.chunk_list(entry.blob_id)
-            for c in chunks:
-                check_types(c, (int, str, int), "chunk row")
+            list_digest, listed = self.src_blobs.chunk_list(entry.blob_id)
+            chunks: list[tuple[int, str, int]] = []
+            for c in listed:
+                check_types(c, (int, str, int), "chunk row")  # a missing chunk is damage
+                chunks.append((c[0], str(c[1]), int(c[2] or 0)))
             if (
                 len(chunks) != entry.chunk_count
                 or chunk_list_digest(c[1] for c in chunks) != list_digest

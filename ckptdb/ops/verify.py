@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from .. import canonical, errors, models
 from ..connection import Connection
-from ..store import Store, blobs, checkpoints, pointers, receipts
+from ..store import Store, blobs, checkpoints, pointers, receipts, schema
 from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
 
 Progress = Callable[[str, int, int], None]
@@ -340,6 +340,9 @@ def verify_database(
     no_ids: tuple[set[int], int] = (set(), 0)
     with conn.read_transaction():
         integrity = _sqlite_checks(conn, quick, report)
+        no_problems: list[str] = []
+        for problem in _phase(report, "schema", lambda: schema.mismatches(conn), no_problems):
+            report.add("schema_mismatch", problem)
         bad_chunks, chunks_checked = (
             no_ids
             if quick

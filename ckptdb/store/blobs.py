@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import canonical, errors
 from ..connection import Connection
+from .rows import check_types
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
@@ -322,8 +323,9 @@ class BlobStore:
         finally:
             reader.close()
 
-    def chunk_list(self, blob_id: int) -> tuple[str | None, list[tuple[int, str, int]]]:
-        """(stored chunk_list_digest, [(chunk_id, chunk digest, size)]) of a chunked blob."""
+    def chunk_list(self, blob_id: int) -> tuple[str | None, list[tuple[int, str | None, int]]]:
+        """(stored chunk_list_digest, [(chunk_id, chunk digest, size)]) of a chunked blob;
+        digest and size are None where the chunk is gone. Values are type-checked."""
         with self.conn.read_transaction():
             list_digest = self.conn.scalar(
                 "SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,)
@@ -334,7 +336,10 @@ class BlobStore:
                 " WHERE bc.blob_id = ? ORDER BY bc.seq",
                 (blob_id,),
             )
-        return list_digest, [(int(r[0]), r[1], r[2]) for r in rows]
+        check_types((list_digest,), ((str, type(None)),), "blob row")
+        for r in rows:
+            check_types(r, (int, (str, type(None)), (int, type(None))), "chunk list row")
+        return list_digest, [(r[0], r[1], r[2]) for r in rows]
 
     def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
         """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
