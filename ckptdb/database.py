@@ -15,6 +15,7 @@ from typing import IO, Any, Literal
 
 from . import blobs, catalog, errors, files, gc, migrate, models, pins, stats, transfer, validation
 from . import checkout as checkout_module
+from . import query as query_module
 from .blobs import BlobStore, Entry, PreparedEntry
 from .checkpoint import Checkpoint
 from .connection import (
@@ -1125,15 +1126,34 @@ class Database:
         with self._use() as conn:
             return stats.collect(conn, self._path, self._chunk_size)
 
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> models.QueryResult:
+    def query(
+        self,
+        sql: str,
+        params: query_module.QueryParams = (),
+        *,
+        timeout: float | None = query_module.DEFAULT_TIMEOUT,
+    ) -> models.QueryResult:
         """Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) and return its
-        columns and rows. Anything that would write is refused with ReadOnlyError before it
-        runs -- on any handle, whatever its mode."""
-        if not isinstance(sql, str) or not sql.strip():
-            raise errors.InvalidInputError("the query is empty")
+        columns (in order, repeats kept) and rows. Anything that would write is refused with
+        ReadOnlyError before it runs -- on any handle, whatever its mode; more than one
+        statement with MultipleStatementsError. ``params``: a mapping for ``:name``
+        parameters or a sequence for ``?``. ``timeout`` (seconds, None for none) interrupts
+        a runaway query with QueryTimeoutError. See :mod:`ckptdb.query`."""
         with self._use() as conn:
-            columns, rows = conn.query_readonly(sql, params)
-        return models.QueryResult(columns=columns, rows=[list(r) for r in rows])
+            return query_module.run(conn, sql, params, timeout=timeout)
+
+    @contextmanager
+    def query_stream(
+        self,
+        sql: str,
+        params: query_module.QueryParams = (),
+        *,
+        timeout: float | None = query_module.DEFAULT_TIMEOUT,
+    ) -> Iterator[query_module.QueryStream]:
+        """:meth:`query`, streaming: yields the columns and an iterator that reads one row
+        at a time (the handle is held until the block ends)."""
+        with self._use() as conn, query_module.stream(conn, sql, params, timeout=timeout) as qs:
+            yield qs
 
     def checkout(
         self,
