@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import catalog, errors, models, validation
+from . import catalog, errors, export_check, models, validation
 from .blobs import BlobStore, verified_inline
 from .canonical import chunk_list_digest
 from .connection import Connection
@@ -444,6 +444,7 @@ def import_from(
                 if r[2] in wanted
             ]
             selected = [p for p in pointers if p.namespace in wanted]
+            export_check.validate(src, os.path.abspath(source), selected, rows)  # issue 12
             copier = _Copier(src, dst)
             moved: list[str] = []
             conflicts: list[dict[str, str | None]] = []
@@ -466,7 +467,11 @@ def import_from(
                         )
                         continue
                     target = catalog.checkpoint_by_id(dst, ptr.current_id)
-                    assert target is not None
+                    if target is None or target.namespace != ptr.namespace:  # issue 12
+                        raise errors.InvalidExportError(
+                            f"{source}: CURRENT of {ptr.namespace!r} names a checkpoint that "
+                            "was not imported into that namespace; nothing was imported"
+                        )
                     move_pointer(
                         dst,
                         namespace=ptr.namespace,
