@@ -1200,7 +1200,13 @@ def import_from(
         )
     if as_json:
         _print_json(report)
-        return
+    else:
+        _import_from_output(report)
+    if report.skipped:
+        sys.exit(EXIT_IMPORT_SKIPPED)
+
+
+def _import_from_output(report: Any) -> None:
     new = sum(1 for i in report.imported if i.created)
     verb = "would import" if report.dry_run else "imported"
     click.echo(

@@ -43,7 +43,7 @@ RUNAWAY = [
 
 def settings_for(n: int) -> Any:
     return settings(
-        max_examples=int(os.environ.get("CKPTDB_FUZZ_EXAMPLES", n)),
+        max_examples=int(os.environ.get("CKPTDB_FUZZ_EXAMPLES", str(n))),
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
