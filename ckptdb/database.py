@@ -23,6 +23,7 @@ from .ops import gc as gc_op
 from .ops import load as load_op
 from .ops import migrate as migrate_op
 from .ops import open as open_op
+from .ops import query as query_module
 from .ops import refs, stats, transfer, verify
 from .ops.checkpoint import Checkpoint
 from .ops.handle import Handle
@@ -556,15 +557,37 @@ class Database:
         with self._handle.use() as store:
             return stats.collect(store, self.path)
 
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> models.QueryResult:
+    def query(
+        self,
+        sql: str,
+        params: query_module.QueryParams = (),
+        *,
+        timeout: float | None = query_module.DEFAULT_TIMEOUT,
+    ) -> models.QueryResult:
         """Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) and return its
-        columns and rows. Anything that would write is refused with ReadOnlyError before it
-        runs -- on any handle, whatever its mode."""
-        if not isinstance(sql, str) or not sql.strip():
-            raise errors.InvalidInputError("the query is empty")
+        columns (in order, repeats kept) and rows. Anything that would write is refused with
+        ReadOnlyError before it runs -- on any handle, whatever its mode; more than one
+        statement with MultipleStatementsError. ``params``: a mapping for ``:name``
+        parameters or a sequence for ``?``. ``timeout`` (seconds, None for none) interrupts
+        a runaway query with QueryTimeoutError. See :mod:`ckptdb.ops.query`."""
         with self._handle.use() as store:
-            columns, rows = store.conn.query_readonly(sql, params)
-        return models.QueryResult(columns=columns, rows=[list(r) for r in rows])
+            return query_module.run(store.conn, sql, params, timeout=timeout)
+
+    @contextmanager
+    def query_stream(
+        self,
+        sql: str,
+        params: query_module.QueryParams = (),
+        *,
+        timeout: float | None = query_module.DEFAULT_TIMEOUT,
+    ) -> Iterator[query_module.QueryStream]:
+        """:meth:`query`, streaming: yields the columns and an iterator that reads one row
+        at a time (the handle is held until the block ends)."""
+        with (
+            self._handle.use() as store,
+            query_module.stream(store.conn, sql, params, timeout=timeout) as qs,
+        ):
+            yield qs
 
     def checkout(
         self,

@@ -334,3 +334,48 @@ class SchemaMismatchError(SchemaError):
     removed or changed outside ckptdb, any trigger): it is refused before any write."""
 
     code = "schema_mismatch"
+
+
+# --- files ckptdb did not write: hostile sources, operator queries (issue 12) ------------
+# Kept in one block so the codes added for issue 12 are easy to find and review.
+
+
+class MultipleStatementsError(InvalidQueryError):
+    """``query`` / ``ckptdb sql`` got more than one statement; nothing ran."""
+
+    code = "multiple_statements"
+
+
+class QueryParameterError(InvalidQueryError):
+    """A query parameter (``:name`` / ``?``) is missing, unknown or of a type SQLite cannot
+    bind; nothing ran."""
+
+    code = "invalid_query_parameter"
+
+
+class QueryTimeoutError(CkptdbError):
+    """A read-only query ran longer than its timeout and was interrupted (nothing was
+    changed). Narrow the query or give a larger timeout."""
+
+    code = "query_timeout"
+
+
+class QueryInterruptedError(CkptdbError):
+    """A read-only query was interrupted by the user (Ctrl-C); nothing was changed."""
+
+    code = "query_interrupted"
+
+
+class InvalidExportError(SourceError):
+    """A ckptdb file given to ``import`` does not hold what it claims (a pointer naming a
+    checkpoint of another namespace, a broken pointer digest chain, a row out of range).
+    Nothing was imported: the destination is unchanged."""
+
+    code = "invalid_export"
+
+
+class SourceTimeoutError(SourceError):
+    """Reading an import source took longer than its deadline (a hostile source can make a
+    read endless); the read was interrupted and nothing more was imported."""
+
+    code = "source_timeout"

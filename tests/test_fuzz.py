@@ -773,7 +773,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[str], list[str]]] = {
     ("cat",): (["db", "ref", "entry"], [], []),
     ("checkout",): (["db", "ref", "newdir"], ["--fallback", "--force"], []),
     ("verify",): (["db"], ["--quick"], []),
-    ("sql",): (["db", "query"], ["--csv"], []),
+    ("sql",): (["db", "query"], ["--csv"], ["--param", "--timeout"]),
     ("stats",): (["db"], [], []),
     ("export",): (["db", "newdb"], [], ["--namespace", "--since"]),
     ("import",): (["db", "dbfile"], ["--overwrite"], ["--namespace"]),
@@ -854,7 +854,15 @@ def cli_argv(box: dict[str, Any], data: st.DataObject) -> list[str]:
         "path": st.sampled_from(["files", "files/f.txt", "missing", "notdb.txt", "."]),
         "newdir": st.sampled_from(["out", "files", "files/f.txt", "out/nested", "."]),
         "query": st.sampled_from(
-            ["SELECT namespace FROM heads", "SELECT 1", "DELETE FROM pin", "PRAGMA user_version"]
+            [
+                "SELECT namespace FROM heads",
+                "SELECT 1",
+                "DELETE FROM pin",
+                "PRAGMA user_version",
+                "SELECT 1; SELECT 2",
+                "SELECT :a, 1e999, 1 AS x, 2 AS x",
+                "SELECT * FROM heads WHERE namespace = :namespace",
+            ]
         ),
         "pin": st.sampled_from(["keep", "new-pin", "", " pad", "p\x07"]),
         "kind": st.sampled_from(["json-dir", "fs-store", "state-dir", "nope"]),
@@ -881,6 +889,7 @@ def cli_argv(box: dict[str, Any], data: st.DataObject) -> list[str]:
         "--to": st.sampled_from(["1", "2", "99", "0"]),
         "--backup": st.sampled_from(["bk.ckpt", "files", "notdb.txt"]),
         "--timeout": st.sampled_from(["0", "1", "-1", "x"]),
+        "--param": st.sampled_from(["a=1", "a", "=1", ":a=x", "namespace=brain"]),
     }
     argv: list[str] = []
     if command[0] == "migrate":

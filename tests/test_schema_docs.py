@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -69,3 +70,25 @@ def test_example_query_runs(populated: tuple[Path, str], query: str) -> None:
 
 def test_there_are_example_queries() -> None:
     assert len(QUERIES) >= 8
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[f"q{i}" for i in range(len(QUERIES))])
+def test_example_query_runs_as_written_with_ckptdb_sql(
+    populated: tuple[Path, str], query: str
+) -> None:
+    """Issue 12: the examples run through `ckptdb sql` exactly as written, their `:name`
+    parameters given with --param, and print valid JSON."""
+    from click.testing import CliRunner
+
+    from ckptdb.cli import main
+
+    path, digest = populated
+    params = {"namespace": "brain", "digest": digest}
+    args = [a for k, v in params.items() if f":{k}" in query for a in ("--param", f"{k}={v}")]
+    result = CliRunner().invoke(main, ["sql", str(path), query, *args, "--json"])
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert json.loads(result.stdout), "an example query should show something"
+    # Without its parameters, a query that has some is refused (typed), never run with NULL.
+    if args:
+        bare = CliRunner().invoke(main, ["sql", str(path), query])
+        assert bare.exit_code == 7 and "invalid_query_parameter" in bare.stderr

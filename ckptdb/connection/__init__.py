@@ -32,7 +32,8 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import apsw
@@ -124,6 +125,24 @@ ConstraintViolation = errors.ConstraintViolationError
 SqlFailure = errors.SqlError
 
 
+#: apsw's "bind nothing yet" marker (what apsw.ext.query_info passes to prepare a statement
+#: without its parameters).
+_NULL_BINDINGS: Any = getattr(apsw, "_null_bindings")  # noqa: B009 - private, so no attribute
+
+
+@dataclass(frozen=True)
+class PreparedStatement:
+    """What :meth:`Connection.prepare_readonly` learned about the first statement."""
+
+    text: str
+    #: The text after the first statement (comments, blanks, or more statements).
+    remaining: str
+    #: Parameter names without their prefix ("namespace" for ``:namespace``); None for ``?``.
+    parameters: tuple[str | None, ...]
+    #: False when the text holds no statement at all (empty, blanks, comments).
+    is_statement: bool
+
+
 #: What a statement can raise from the driver: apsw's errors, and text that cannot be
 #: decoded (a damaged record) or encoded (a lone surrogate in an argument).
 _DRIVER_ERRORS = (apsw.Error, UnicodeDecodeError, UnicodeEncodeError, MemoryError)
@@ -146,6 +165,19 @@ _READ_PRAGMAS_WITH_ARG = frozenset(
         "quick_check", "table_info", "table_xinfo",
     }
 )  # fmt: skip
+
+
+def _authorize_read(
+    action: int, arg1: str | None, arg2: str | None, _db: str | None, _src: str | None
+) -> int:
+    """The authorizer of operator queries: reading only (see query_readonly)."""
+    if action in _READ_ACTIONS:
+        return int(apsw.SQLITE_OK)
+    if action == apsw.SQLITE_PRAGMA:
+        name = (arg1 or "").lower()
+        if (arg2 is None and name in _READ_PRAGMAS) or name in _READ_PRAGMAS_WITH_ARG:
+            return int(apsw.SQLITE_OK)
+    return int(apsw.SQLITE_DENY)
 
 
 def _close_blob(blob: apsw.Blob) -> None:
@@ -360,19 +392,8 @@ class Connection:
         it runs, whatever the connection's own mode.
         """
 
-        def authorize(
-            action: int, arg1: str | None, arg2: str | None, _db: str | None, _src: str | None
-        ) -> int:
-            if action in _READ_ACTIONS:
-                return int(apsw.SQLITE_OK)
-            if action == apsw.SQLITE_PRAGMA:
-                name = (arg1 or "").lower()
-                if (arg2 is None and name in _READ_PRAGMAS) or name in _READ_PRAGMAS_WITH_ARG:
-                    return int(apsw.SQLITE_OK)
-            return int(apsw.SQLITE_DENY)
-
         with self._lock:
-            self._raw.set_authorizer(authorize)
+            self._raw.set_authorizer(_authorize_read)
             try:
                 return self.query(sql, params)
             except SqlFailure as exc:
@@ -382,6 +403,79 @@ class Connection:
                 ) from exc
             finally:
                 self._raw.set_authorizer(None)
+
+    # -- operator queries, one statement at a time (issue 12; policy in ckptdb.ops.query) -----
+
+    def prepare_readonly(self, sql: str) -> PreparedStatement:
+        """Prepare -- never run -- the first statement of ``sql`` under the read-only
+        authorizer: its text, the text after it and its parameter names. A statement that
+        would write is refused here (ReadOnlyError), before anything runs."""
+        found: list[PreparedStatement] = []
+
+        def trace(cursor: apsw.Cursor, first: str, _bindings: Any) -> bool:
+            names = tuple(cursor.bindings_names)
+            found.append(PreparedStatement(first, sql[len(first) :], names, bool(cursor.has_vdbe)))
+            return False  # stop: prepared only
+
+        with self._lock:
+            cursor = self._raw.cursor()
+            cursor.exec_trace = trace
+            self._raw.set_authorizer(_authorize_read)
+            try:
+                cursor.execute(sql, _NULL_BINDINGS)
+            except apsw.ExecTraceAbort:
+                pass
+            except _DRIVER_ERRORS as exc:
+                raise _translate(exc, "SQL") from exc
+            finally:
+                self._raw.set_authorizer(None)
+                cursor.close()
+        return found[0] if found else PreparedStatement("", "", (), False)
+
+    @contextmanager
+    def stream_readonly(
+        self, sql: str, params: Params, check: Callable[[], None], steps: int = 1000
+    ) -> Iterator[tuple[list[str], Iterator[Row]]]:
+        """Run ``sql`` (one statement, see :meth:`prepare_readonly`) under the read-only
+        authorizer and yield its column names (in order, repeats kept) and a row iterator
+        that reads one row at a time. ``check`` is called every ``steps`` virtual-machine
+        steps while SQLite works; whatever it raises (a timeout, KeyboardInterrupt from
+        Ctrl-C) interrupts the statement and propagates. The statement is finalized and
+        the handlers removed when the block ends, however it ends."""
+
+        def progress() -> bool:
+            check()
+            return False
+
+        with self._lock:
+            cursor = self._raw.cursor()
+            self._raw.set_authorizer(_authorize_read)
+            self._raw.set_progress_handler(progress, steps)
+            try:
+                try:
+                    cursor.execute(sql, params)
+                    try:
+                        names = [d[0] for d in cursor.get_description()]
+                    except apsw.ExecutionCompleteError:
+                        names = []
+                except _DRIVER_ERRORS as exc:
+                    raise _translate(exc, "SQL") from exc
+
+                def rows() -> Iterator[Row]:
+                    if not names:
+                        return
+                    try:
+                        for row in cursor:
+                            yield tuple(row)
+                    except _DRIVER_ERRORS as exc:
+                        raise _translate(exc, "SQL") from exc
+
+                yield names, rows()
+            finally:
+                self._raw.set_progress_handler(None)
+                self._raw.set_authorizer(None)
+                with suppress(apsw.Error):
+                    cursor.close(True)
 
     def changes(self) -> int:
         """Rows changed by the most recent INSERT/UPDATE/DELETE."""

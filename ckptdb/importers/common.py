@@ -67,7 +67,11 @@ def load_json(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> Any:
     """Read and parse a JSON document strictly, or raise SourceError: it must be UTF-8,
     hold no NaN/Infinity, no text with lone surrogates (escaped ``\\ud800``), and nest no
     deeper than the parser allows."""
-    data = read_no_follow(path, limit)
+    return parse_json(read_no_follow(path, limit), str(path))
+
+
+def parse_json(data: bytes, path: str) -> Any:
+    """Parse a JSON document strictly (see :func:`load_json`); ``path`` names it in errors."""
     try:
         document = json.loads(data, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError

@@ -19,35 +19,32 @@ cannot be read is refused: the importer does not guess which checkpoint is curre
 
 from __future__ import annotations
 
+import hashlib
 import os
-import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import errors, models, validation
 from ..types import Entry
 from .common import (
+    MAX_DOCUMENT_BYTES,
     Collector,
     Progress,
     inside,
-    load_json,
-    lstat_regular,
     namespace_for,
-    read_no_follow,
-    require_directory,
-    sha256_file,
+    parse_json,
 )
+from .source_tree import SourceTree
 
 KIND = "fs-store"
 _INLINE_LIMIT = 4 * 1024 * 1024
 
 
-def _manifest(root: Path, checkpoint_id: str) -> dict[str, Any]:
-    path = root / "checkpoints" / checkpoint_id
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise errors.SourceError(f"checkpoints/{checkpoint_id} is not a directory (or a symlink)")
-    manifest = load_json(path / "manifest.json")
+def _manifest(tree: SourceTree, checkpoint_id: str) -> dict[str, Any]:
+    base = f"checkpoints/{checkpoint_id}"
+    if not tree.is_dir(base):
+        raise errors.SourceError(f"{base} is not a directory (or a symlink)")
+    manifest = parse_json(tree.read(f"{base}/manifest.json", MAX_DOCUMENT_BYTES), tree.where(base))
     if not isinstance(manifest, dict) or manifest.get("checkpoint_id") != checkpoint_id:
         raise errors.SourceError(
             f"manifest of {checkpoint_id[:12]} does not name its own directory's id"
@@ -55,8 +52,12 @@ def _manifest(root: Path, checkpoint_id: str) -> dict[str, Any]:
     return manifest
 
 
-def _entries(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Entries of one checkpoint, every file verified against its digest and size."""
+def _entries(
+    tree: SourceTree, base: str, manifest: dict[str, Any], opened: list[IO[bytes]]
+) -> dict[str, Any]:
+    """Entries of one checkpoint, every file verified against its digest and size. Every
+    file is reached through directory descriptors (never through a symlink); large ones are
+    passed to commit as the open file that was verified (appended to ``opened``)."""
     inventory = manifest.get("file_inventory")
     if not isinstance(inventory, list) or not inventory:
         raise errors.SourceError("the manifest has no file_inventory")
@@ -68,19 +69,26 @@ def _entries(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         digest = str(item.get("content_digest", ""))
         if not validation.is_full_id(digest) or item.get("blob_path") != f"files/{digest}":
             raise errors.SourceError(f"{relative!r}: bad content_digest or blob_path")
-        inside(directory, relative)  # refuses '..', absolute and control characters
-        blob = inside(directory, f"files/{digest}")
-        actual, size = sha256_file(blob)
-        if actual != digest or size != item.get("byte_len"):
+        inside(Path(base), relative)  # refuses '..', absolute and control characters
+        blob = f"{base}/files/{digest}"
+        if relative in entries:
+            raise errors.SourceError(f"{relative!r} appears twice in the inventory")
+        schema = f"{item.get('schema_id')}/{item.get('schema_version')}"
+        fh = tree.open_file(blob)
+        opened.append(fh)
+        h = hashlib.sha256()
+        size = 0
+        while piece := fh.read(4 * 1024 * 1024):
+            h.update(piece)
+            size += len(piece)
+        if h.hexdigest() != digest or size != item.get("byte_len"):
             raise errors.CorruptionError(
                 f"{relative!r}: the stored file does not match its digest/size",
                 entry=relative,
                 reason="source_digest_mismatch",
             )
-        schema = f"{item.get('schema_id')}/{item.get('schema_version')}"
-        value: Any = read_no_follow(blob, _INLINE_LIMIT) if size <= _INLINE_LIMIT else blob
-        if relative in entries:
-            raise errors.SourceError(f"{relative!r} appears twice in the inventory")
+        fh.seek(0)
+        value: Any = fh.read() if size <= _INLINE_LIMIT else fh
         entries[relative] = Entry(value, schema=schema)
     return entries
 
@@ -114,11 +122,24 @@ def import_fs_store(
     progress: Progress | None = None,
 ) -> models.ImportReport:
     """Import the lineage of CURRENT of an fs-store checkpoint directory."""
-    root = Path(source)
-    require_directory(root)
-    require_directory(root / "checkpoints")
+    with SourceTree(source) as tree:
+        return _import(tree, db, source, namespace, dry_run, progress)
+
+
+def _import(
+    tree: SourceTree,
+    db: Any,
+    source: str,
+    namespace: str | None,
+    dry_run: bool,
+    progress: Progress | None,
+) -> models.ImportReport:
+    if not tree.is_dir("checkpoints"):
+        raise errors.SourceError(
+            f"{tree.where('checkpoints')} is not a directory (symlinks are not followed)"
+        )
     try:
-        pointer = load_json(root / "CURRENT", 64 * 1024)
+        pointer = parse_json(tree.read("CURRENT", 64 * 1024), tree.where("CURRENT"))
     except errors.SourceError as exc:
         raise errors.SourceError(
             f"{exc.message}; refusing to guess which checkpoint is current. Nothing was imported."
@@ -126,8 +147,8 @@ def import_fs_store(
     current = pointer.get("current_checkpoint_id") if isinstance(pointer, dict) else None
     if not isinstance(current, str) or not validation.is_full_id(current):
         raise errors.SourceError(
-            f"{root / 'CURRENT'} does not name a checkpoint (current_checkpoint_id); refusing "
-            "to guess which checkpoint is current. Nothing was imported."
+            f"{tree.where('CURRENT')} does not name a checkpoint (current_checkpoint_id); "
+            "refusing to guess which checkpoint is current. Nothing was imported."
         )
     collector = Collector(db, KIND, os.path.abspath(source), dry_run)
 
@@ -138,7 +159,7 @@ def import_fs_store(
     while walk is not None and walk not in seen:
         seen.add(walk)
         try:
-            manifest = _manifest(root, walk)
+            manifest = _manifest(tree, walk)
         except (errors.CkptdbError, OSError) as exc:
             collector.skip(walk, "unreadable", f"{exc}; older ancestors are unreachable")
             break
@@ -147,7 +168,7 @@ def import_fs_store(
         walk = parent if isinstance(parent, str) and validation.is_full_id(parent) else None
     lineage.reverse()
 
-    for name in sorted(os.listdir(root / "checkpoints")):
+    for name in tree.listdir("checkpoints"):
         if name.startswith("."):
             collector.skip(name, "staging", "an unpublished staging directory")
         elif name not in seen:
@@ -157,9 +178,9 @@ def import_fs_store(
         return collector.finish()
     ns = namespace_for(str(lineage[-1][1].get("brain_id", "")), namespace)
     for index, (checkpoint_id, manifest) in enumerate(lineage, start=1):
+        opened: list[IO[bytes]] = []
         try:
-            entries = _entries(root / "checkpoints" / checkpoint_id, manifest)
-            lstat_regular(root / "checkpoints" / checkpoint_id / "manifest.json")
+            entries = _entries(tree, f"checkpoints/{checkpoint_id}", manifest, opened)
             collector.commit(ns, checkpoint_id, entries, _metadata(manifest))
         except (
             errors.SourceError,
@@ -169,6 +190,9 @@ def import_fs_store(
         ) as exc:
             code = exc.code if isinstance(exc, errors.CkptdbError) else "io_error"
             collector.skip(checkpoint_id, code, str(exc))
+        finally:
+            for fh in opened:
+                fh.close()
         if progress is not None:
             progress(index, len(lineage))
     return collector.finish()

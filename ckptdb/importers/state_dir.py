@@ -24,12 +24,10 @@ from .. import errors, models
 from .common import (
     Collector,
     Progress,
-    load_json,
-    lstat_regular,
     namespace_for,
-    read_no_follow,
-    require_directory,
+    parse_json,
 )
+from .source_tree import SourceTree
 
 KIND = "state-dir"
 SUPPORTED_SCHEMA_VERSION = 2
@@ -46,43 +44,44 @@ def import_state_dir(
 ) -> models.ImportReport:
     """Import the committed state of an engine-state directory as one checkpoint."""
     root = Path(source)
-    require_directory(root)
-    manifest_stat = lstat_regular(root / _MANIFEST)
-    try:
-        manifest = load_json(root / _MANIFEST, 1024 * 1024)
-    except errors.SourceError as exc:
-        raise errors.SourceError(f"{exc.message}: the state was never committed") from exc
-    if not isinstance(manifest, dict):
-        raise errors.SourceError(f"{root / _MANIFEST} is not a JSON object")
-    version = manifest.get("schema_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise errors.SourceError(f"schema_version {version!r} is not an integer")
-    if version > SUPPORTED_SCHEMA_VERSION:
-        raise errors.SourceTooNewError(
-            f"{root} has engine-state schema_version {version}; this importer understands up "
-            f"to {SUPPORTED_SCHEMA_VERSION}. Import it with a newer ckptdb. Nothing was imported."
-        )
-    collector = Collector(db, KIND, os.path.abspath(source), dry_run)
-    entries: dict[str, bytes] = {}
-    for name in sorted(os.listdir(root)):
-        path = root / name
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            raise errors.SourceError(
-                f"{path} is a symlink; refusing to import a state directory with symlinks"
+    with SourceTree(source) as tree:
+        manifest_stat = tree.lstat(_MANIFEST)
+        try:
+            manifest = parse_json(tree.read(_MANIFEST, 1024 * 1024), tree.where(_MANIFEST))
+        except errors.SourceError as exc:
+            raise errors.SourceError(f"{exc.message}: the state was never committed") from exc
+        if not isinstance(manifest, dict):
+            raise errors.SourceError(f"{root / _MANIFEST} is not a JSON object")
+        version = manifest.get("schema_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise errors.SourceError(f"schema_version {version!r} is not an integer")
+        if version > SUPPORTED_SCHEMA_VERSION:
+            raise errors.SourceTooNewError(
+                f"{root} has engine-state schema_version {version}; this importer understands "
+                f"up to {SUPPORTED_SCHEMA_VERSION}. Import it with a newer ckptdb. Nothing was "
+                "imported."
             )
-        if name.startswith("."):
-            collector.skip(name, "temporary", "the temporary file of an unfinished write")
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            collector.skip(name, "not_a_file", "not part of the layout (only files are)")
-            continue
-        if name != _MANIFEST and st.st_mtime_ns > manifest_stat.st_mtime_ns:
-            raise errors.SourceError(
-                f"{name} was written after {_MANIFEST}: the directory holds an unfinished "
-                "checkpoint. Let the writer finish (or restore it) and import again."
-            )
-        entries[name] = read_no_follow(path, 1 << 30)
+        collector = Collector(db, KIND, os.path.abspath(source), dry_run)
+        entries: dict[str, bytes] = {}
+        for name in tree.listdir():
+            st = tree.lstat(name)
+            if stat.S_ISLNK(st.st_mode):
+                raise errors.SourceError(
+                    f"{root / name} is a symlink; refusing to import a state directory with "
+                    "symlinks"
+                )
+            if name.startswith("."):
+                collector.skip(name, "temporary", "the temporary file of an unfinished write")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                collector.skip(name, "not_a_file", "not part of the layout (only files are)")
+                continue
+            if name != _MANIFEST and st.st_mtime_ns > manifest_stat.st_mtime_ns:
+                raise errors.SourceError(
+                    f"{name} was written after {_MANIFEST}: the directory holds an unfinished "
+                    "checkpoint. Let the writer finish (or restore it) and import again."
+                )
+            entries[name] = tree.read(name, 1 << 30)
     metadata = {
         "schema_version": version,
         "turn_count": manifest.get("turn_count"),

@@ -24,6 +24,7 @@ from ..store import Store, checkpoints, pointers
 from ..store.blobs import verified_inline
 from ..store.receipts import store_receipt
 from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
+from . import export_check
 from .handle import Handle
 from .verify import verify_database
 
@@ -388,6 +389,7 @@ def import_from(
                     )
                 rows = [r for r in checkpoints.all_rows(src) if r.namespace in wanted]
                 selected = [p for p in heads if p.namespace in wanted]
+                export_check.validate(src, os.path.abspath(source), selected, rows)
                 copier = _Copier(src_store, dst_store)
                 moved: list[str] = []
                 conflicts: list[dict[str, str | None]] = []
@@ -411,13 +413,11 @@ def import_from(
                             )
                             continue
                         target = checkpoints.checkpoint_by_id(dst, ptr.current_id)
-                        if target is None:
-                            raise errors.CorruptionError(
-                                f"namespace {ptr.namespace!r}: the source's CURRENT "
-                                f"{ptr.current_id[:12]} was not copied (its lineage is "
-                                "damaged); nothing was imported",
-                                namespace=ptr.namespace,
-                                reason="pointer_target_missing",
+                        if target is None or target.namespace != ptr.namespace:
+                            raise errors.InvalidExportError(
+                                f"{source}: CURRENT of {ptr.namespace!r} names a checkpoint "
+                                "that was not imported into that namespace; nothing was "
+                                "imported"
                             )
                         pointers.move(
                             dst,

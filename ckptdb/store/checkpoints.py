@@ -386,3 +386,10 @@ def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
 def logical_bytes(conn: Connection) -> int:
     """Sum of every checkpoint's total size (what the checkpoints hold, before dedup)."""
     return int(conn.scalar("SELECT coalesce(sum(total_size), 0) FROM checkpoint") or 0)
+
+
+def ids_with_namespaces(conn: Connection) -> list[tuple[Any, ...]]:
+    """(id, namespace name) of every checkpoint, values as stored (for import checks)."""
+    return conn.execute(
+        "SELECT c.id, n.name FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+    )
