@@ -46,6 +46,12 @@ def collect(path: str, rounds: int) -> None:
     with ckptdb.open(path, chunk_size=CHUNK) as db:
         for _ in range(rounds):
             deleted += db.gc(policy, grace=0).checkpoints_deleted
+        # On a loaded machine the publisher may start late: keep collecting (bounded) until
+        # this process has collected something while the publisher runs.
+        deadline = time.monotonic() + 60
+        while not deleted and time.monotonic() < deadline:
+            deleted += db.gc(policy, grace=0).checkpoints_deleted
+            time.sleep(0.01)
     print(f"DELETED {deleted}", flush=True)
 
 
