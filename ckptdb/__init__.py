@@ -47,6 +47,7 @@ from .models import (
     VerifyReport,
 )
 from .publish import UNSET
+from .replication import open_replica, replicate, restore
 from .retention import KeepBest, RetentionPolicy
 
 __all__ = [
@@ -88,4 +89,7 @@ __all__ = [
     "__version__",
     "errors",
     "open",
+    "open_replica",
+    "replicate",
+    "restore",
 ]

@@ -48,6 +48,7 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.ChunkMissingError, 8),
     (errors.BlobMissingError, 8),
     (errors.ReadOnlyError, 9),
+    (errors.ReplicationError, 10),
 ]
 EXIT_HELP = """\b
 Exit status:
@@ -62,6 +63,8 @@ Exit status:
   7  invalid input (entry name, metadata, path, reference)
   8  retryable (busy timeout, I/O error, disk full, commit outcome unknown)
   9  refused write (read-only, e.g. a writing statement given to `ckptdb sql`)
+  10 replication (Litestream missing or already running, barrier timeout, restore
+     destination exists)
 """
 
 

@@ -54,6 +54,7 @@ def open(
     page_size: int | None = None,
     max_metadata_bytes: int = validation.DEFAULT_MAX_METADATA_BYTES,
     vfs: str | None = None,
+    virtual: bool = False,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -70,6 +71,9 @@ def open(
     power loss; ``"normal"`` is faster but may lose the last commits on power loss.
     ``busy_timeout``: seconds to wait for another writer (None waits forever).
     ``chunk_size`` and ``page_size`` apply only when the file is created.
+    ``virtual``: ``path`` is a name that ``vfs`` resolves (e.g. a Litestream replica read
+    through litestream-vfs), not a local file: the local-file checks are skipped and the
+    application id and migration history are checked through the VFS instead. Read-only.
     """
     return Database._open(
         os.fspath(path),
@@ -82,6 +86,7 @@ def open(
         page_size=page_size,
         max_metadata_bytes=max_metadata_bytes,
         vfs=vfs,
+        virtual=virtual,
     )
 
 
@@ -153,6 +158,7 @@ class Database:
         page_size: int | None,
         max_metadata_bytes: int,
         vfs: str | None,
+        virtual: bool = False,
     ) -> Database:
         if migrate_mode not in ("auto", "never", "check"):
             raise errors.InvalidInputError(
@@ -186,6 +192,10 @@ class Database:
         ):
             raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
 
+        if virtual and not (readonly and vfs):
+            raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
+        if virtual:
+            return cls._open_virtual(path, vfs or "", busy_timeout, max_metadata_bytes)
         path = os.path.abspath(path)
         kind, facts = files.inspect_path(path)
         if kind is files.FileKind.MISSING:
@@ -262,6 +272,44 @@ class Database:
             chunk_size=effective_chunk,
             max_metadata_bytes=max_metadata_bytes,
             pending=pending,
+            reopen=connect,
+            vfs=vfs,
+        )
+
+    @classmethod
+    def _open_virtual(
+        cls, name: str, vfs: str, busy_timeout: float | None, max_metadata_bytes: int
+    ) -> Database:
+        """Open a name that ``vfs`` serves, read-only: the probe runs through the VFS."""
+
+        def connect() -> Connection:
+            return open_connection(name, readonly=True, busy_timeout=busy_timeout, vfs=vfs)
+
+        conn = connect()
+        try:
+            app_id = int(conn.pragma("application_id")) & 0xFFFFFFFF
+            if app_id != APPLICATION_ID:
+                raise errors.NotCkptdbError(
+                    f"{name} (through the {vfs} VFS) is not a ckptdb database (application_id "
+                    f"{app_id:#x})"
+                )
+            pending = migrate.check_history(conn, migrate.core_set())
+            if pending:
+                raise errors.MigrationPendingError(
+                    f"{name} (through the {vfs} VFS) needs schema migrations; migrate the "
+                    "primary (`ckptdb migrate DB up`) and let it replicate",
+                    pending=[m.version for m in pending],
+                )
+            chunk = catalog.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        except BaseException:
+            conn.abandon()
+            raise
+        return cls(
+            conn,
+            path=name,
+            chunk_size=chunk,
+            max_metadata_bytes=max_metadata_bytes,
+            pending=[],
             reopen=connect,
             vfs=vfs,
         )
