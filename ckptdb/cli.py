@@ -27,6 +27,7 @@ from .demo import run as run_demo
 from .importers import IMPORTERS, run_import
 from .paths import entries_from_paths
 from .publish import UNSET
+from .replication.cli import register as register_replication
 from .retention import KeepBest, RetentionPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -1203,6 +1204,10 @@ def demo(db: str) -> None:
     """Run the Quickstart tour on DB (default demo.ckpt); your data is never damaged."""
     for line in run_demo(db):
         click.echo(line)
+
+
+# `ckptdb replicate` and `ckptdb restore` live with the replication code.
+register_replication(main, command=command, json_option=json_option, print_json=_print_json)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def list_files(replica: ReplicaURL, *, env: dict[str, str] | None = None) -> lis
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         text = message[-1] if message else f"exit status {result.returncode}"
-        if "not found" in text.lower() or "no such" in text.lower():
+        if any(word in text.lower() for word in ("not found", "no such", "nosuchbucket")):
             return []
         raise errors.ReplicationError(f"cannot list the replica {replica.display}: {text}")
     try:
