@@ -104,7 +104,7 @@ def restore_time(root: Path, size_mib: int) -> dict[str, float]:
 
 
 def loss(root: Path, sync_interval: float, rounds: int) -> dict[str, float]:
-    lost_counts, lost_spans = [], []
+    lost_counts, lost_spans, damaged = [], [], 0
     for r in range(rounds):
         path = root / f"loss-{sync_interval}-{r}.ckpt"
         url = "file://" + str(root / f"loss-{sync_interval}-{r}-replica")
@@ -125,7 +125,11 @@ def loss(root: Path, sync_interval: float, rounds: int) -> dict[str, float]:
         proc.wait()
         killed = time.monotonic()
         dest = root / f"loss-{sync_interval}-{r}-restored.ckpt"
-        ckptdb.restore(url, dest)
+        try:
+            ckptdb.restore(url, dest)
+        except ckptdb.errors.ReplicaDamagedError:
+            damaged += 1  # restore refused the newest position: it did not verify
+            continue
         with ckptdb.open(dest, readonly=True) as copy:
             missing = []
             for cid, at in times:
@@ -136,8 +140,9 @@ def loss(root: Path, sync_interval: float, rounds: int) -> dict[str, float]:
         lost_counts.append(len(missing))
         lost_spans.append(killed - min(missing) if missing else 0.0)
     return {
-        "lost_commits_mean": statistics.mean(lost_counts),
-        "lost_seconds_max": max(lost_spans),
+        "lost_commits_mean": statistics.mean(lost_counts) if lost_counts else -1.0,
+        "lost_seconds_max": max(lost_spans) if lost_spans else -1.0,
+        "newest_position_refused": damaged,
         "rounds": rounds,
     }
 
