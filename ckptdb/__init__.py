@@ -45,6 +45,7 @@ from .models import (
 )
 from .ops.checkpoint import Checkpoint
 from .ops.load import LoadResult
+from .replication import open_replica, replicate, restore
 from .retention import KeepBest, RetentionPolicy
 from .types import UNSET, BlobRef, Entry
 
@@ -87,4 +88,7 @@ __all__ = [
     "__version__",
     "errors",
     "open",
+    "open_replica",
+    "replicate",
+    "restore",
 ]

@@ -26,6 +26,7 @@ from .demo import run as run_demo
 from .importers import IMPORTERS, run_import
 from .ops import query as query_module
 from .paths import entries_from_paths
+from .replication.cli import register as register_replication
 from .retention import KeepBest, RetentionPolicy
 from .types import UNSET
 
@@ -51,9 +52,9 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.ClosedError, 1),
     (errors.ConstraintViolationError, 5),
     (errors.SqlError, 7),
-    # issue 12 (files ckptdb did not write): 10 is left for the lead's "degraded" status
     (errors.QueryTimeoutError, 12),
     (errors.QueryInterruptedError, 130),
+    (errors.ReplicationError, 10),
 ]
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
@@ -71,6 +72,8 @@ Exit status:
   7  invalid input (entry name, metadata, path, reference)
   8  retryable (busy timeout, I/O error, disk full, commit outcome unknown)
   9  refused write (read-only, e.g. a writing statement given to `ckptdb sql`)
+  10 replication (Litestream missing or already running, barrier timeout, restore
+     destination exists)
   11 import-from finished but skipped some source items (each listed with its reason)
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
   130 interrupted by Ctrl-C (`ckptdb sql`)
@@ -1227,6 +1230,10 @@ def demo(db: str) -> None:
     """Run the Quickstart tour on DB (default demo.ckpt); your data is never damaged."""
     for line in run_demo(db):
         click.echo(line)
+
+
+# `ckptdb replicate` and `ckptdb restore` live with the replication code.
+register_replication(main, command=command, json_option=json_option, print_json=_print_json)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def open(
     page_size: int | None = None,
     max_metadata_bytes: int = validation.DEFAULT_MAX_METADATA_BYTES,
     vfs: str | None = None,
+    virtual: bool = False,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -68,6 +69,10 @@ def open(
     power loss; ``"normal"`` is faster but may lose the last commits on power loss.
     ``busy_timeout``: seconds to wait for another writer (None waits forever).
     ``chunk_size`` and ``page_size`` apply only when the file is created.
+    ``virtual``: ``path`` is a name that ``vfs`` resolves (e.g. a Litestream replica read
+    through litestream-vfs), not a local file: the local-file checks are skipped and the
+    application id, migration history and schema are checked through the VFS instead.
+    Read-only.
     """
     if migrate not in ("auto", "never", "check"):
         raise errors.InvalidInputError(
@@ -104,6 +109,11 @@ def open(
         or page_size & (page_size - 1)
     ):
         raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+    if virtual:
+        if not (readonly and vfs):
+            raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
+        handle = open_op.open_virtual(text, vfs, busy_timeout)
+        return Database(handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs)
     handle = open_op.open_handle(
         os.path.abspath(text),
         readonly=readonly,

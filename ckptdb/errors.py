@@ -379,3 +379,53 @@ class SourceTimeoutError(SourceError):
     read endless); the read was interrupted and nothing more was imported."""
 
     code = "source_timeout"
+
+
+# --- replication (Litestream; ckptdb.replicate) ------------------------------------------
+
+
+class ReplicationError(CkptdbError):
+    """Replication through Litestream failed or was refused."""
+
+    code = "replication_error"
+
+
+class ReplicatorUnavailableError(ReplicationError):
+    """Litestream (the binary or the litestream-vfs extension) is missing or will not run;
+    install ``ckptdb[replicate]``."""
+
+    code = "replicator_unavailable"
+
+
+class ReplicatorRunningError(ReplicationError):
+    """Another replicator already runs for this database file; only one may."""
+
+    code = "replicator_running"
+
+
+class ReplicationTimeoutError(ReplicationError):
+    """The replica did not hold the checkpoint before the timeout; it is durable locally
+    but not yet known to be off the machine. Waiting again is safe."""
+
+    code = "replication_timeout"
+    retryable = True
+
+
+class RestoreTargetExistsError(ReplicationError):
+    """The restore destination exists; pass ``force=True`` to replace it."""
+
+    code = "restore_target_exists"
+
+
+class ReplicaNotFoundError(NotFoundError):
+    """The replica URL holds no replica (nothing was replicated there, or the URL is wrong),
+    or it holds no position matching the requested checkpoint or time."""
+
+    code = "replica_not_found"
+
+
+class ReplicaDamagedError(CorruptionError):
+    """The replica could not be restored or read back intact (missing or damaged files,
+    failed verification). The destination was not touched."""
+
+    code = "replica_damaged"

@@ -55,6 +55,10 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 CACHE_SIZE_KIB = 8 * 1024
 _BUSY_POLL_SECONDS = 0.001
+#: Tables Litestream creates in every database it replicates (known companions of the
+#: ckptdb schema). A file that holds them is, or was, replicated: ckptdb then leaves every
+#: WAL restart to Litestream (see :meth:`Connection.litestream_managed`).
+LITESTREAM_TABLES = ("_litestream_seq", "_litestream_lock")
 
 
 def sqlite_version() -> str:
@@ -266,6 +270,9 @@ class Connection:
         and the next open recovers it).
         """
         try:
+            if not self.readonly and self._replicated_quietly():
+                # Replicated: the checkpoint-and-delete of the WAL on last close is Litestream's.
+                self._raw.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
             self._raw.close()
         except apsw.Error as exc:
             self._raw.close(True)
@@ -276,6 +283,26 @@ class Connection:
         failure to close (e.g. the final checkpoint hitting the same I/O error) must not
         replace that exception. The WAL keeps the data; the next open recovers it."""
         _force_close(self._raw)
+
+    def litestream_managed(self) -> bool:
+        """True when Litestream has set this file up for replication (its tables exist).
+
+        While a file is replicated, Litestream alone may restart the WAL: ckptdb then runs
+        only PASSIVE checkpoints, none on close, and sets no WAL size limit. Litestream's
+        tables stay in the file (and in restored copies), so this holds for a file that was
+        ever replicated -- by ``ckptdb replicate`` or by a Litestream run any other way."""
+        marks = ",".join("?" * len(LITESTREAM_TABLES))
+        found = self.scalar(
+            f"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ({marks})",
+            LITESTREAM_TABLES,
+        )
+        return bool(found)
+
+    def _replicated_quietly(self) -> bool:
+        try:
+            return self.litestream_managed()
+        except errors.CkptdbError:
+            return False  # a damaged schema: closing must still release the connection
 
     @property
     def in_transaction(self) -> bool:
@@ -593,6 +620,8 @@ class Connection:
         snapshots: ``wait`` bounds that wait (seconds) instead of the busy timeout, so
         reclaiming space never starves writers behind a steady stream of readers.
         """
+        if mode != "PASSIVE" and self.litestream_managed():
+            mode = "PASSIVE"  # a WAL restart under Litestream would break its replication
         previous = self.lock_waits.timeout
         if wait is not None:
             self.lock_waits.timeout = wait
@@ -647,10 +676,13 @@ def open_connection(
             ("journal_size_limit", JOURNAL_SIZE_LIMIT),
         ):
             raw.pragma(pragma, value)
+        conn = Connection(raw, path, readonly, synchronous, waits)
+        if not readonly and conn._replicated_quietly():
+            raw.pragma("journal_size_limit", -1)  # Litestream decides when the WAL shrinks
     except apsw.Error as exc:
         _force_close(raw)  # the configuration error is the one to report
         raise _translate(exc, f"configuring {path}") from exc
-    return Connection(raw, path, readonly, synchronous, waits)
+    return conn
 
 
 def open_probe(path: str) -> Connection:

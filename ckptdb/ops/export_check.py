@@ -95,9 +95,7 @@ def _metadata_ok(text: str) -> str | None:
     return None
 
 
-def _check_row(
-    row: CheckpointRow, entries: list[EntryRow], found: _Findings
-) -> None:
+def _check_row(row: CheckpointRow, entries: list[EntryRow], found: _Findings) -> None:
     where = f"checkpoint {_short(row.id)} ({row.namespace!r})"
     if not validation.is_full_id(row.id):
         found.add(f"{where}: its id is not 64 lowercase hex characters")

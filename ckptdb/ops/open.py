@@ -143,3 +143,35 @@ def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> 
         page_size=page_size,
         vfs=vfs,
     )
+
+
+def open_virtual(name: str, vfs: str, busy_timeout: float | None) -> Handle:
+    """Open, read-only, a name that ``vfs`` serves (a replica read through a VFS): the
+    probe runs through the VFS, since there is no local file to inspect."""
+
+    def connect() -> Connection:
+        return open_connection(name, readonly=True, busy_timeout=busy_timeout, vfs=vfs)
+
+    conn = connect()
+    try:
+        app_id = int(conn.pragma("application_id")) & 0xFFFFFFFF
+        if app_id != APPLICATION_ID:
+            raise errors.NotCkptdbError(
+                f"{name} (through the {vfs} VFS) is not a ckptdb database (application_id "
+                f"{app_id:#x})"
+            )
+        pending = migrations.check_history(conn, migrations.core_set())
+        if pending:
+            raise errors.MigrationPendingError(
+                f"{name} (through the {vfs} VFS) needs schema migrations; migrate the "
+                "primary (`ckptdb migrate DB up`) and let it replicate",
+                pending=[m.version for m in pending],
+            )
+        problems = schema.mismatches(conn)
+        chunk = settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+    except BaseException:
+        conn.abandon()
+        raise
+    handle = Handle(conn, path=name, chunk_size=chunk, pending=[], reopen=connect)
+    handle.schema_problems = problems
+    return handle

@@ -20,11 +20,11 @@ import threading
 from importlib.resources import files
 
 from .. import errors
-from ..connection import Connection, open_memory
+from ..connection import LITESTREAM_TABLES, Connection, open_memory
 from . import migrations
 
 #: Tables another tool may add to a ckptdb file (Litestream's replication bookkeeping).
-COMPANION_TABLES = frozenset({"_litestream_seq", "_litestream_lock"})
+COMPANION_TABLES = frozenset(LITESTREAM_TABLES)
 
 #: Integration migration sets this ckptdb ships: name -> (package, folder).
 KNOWN_SETS: dict[str, tuple[str, str]] = {

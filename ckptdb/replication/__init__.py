@@ -1,0 +1,30 @@
+"""Replication through Litestream (``pip install 'ckptdb[replicate]'``).
+
+* :func:`replicate` -- supervise Litestream for one database; ``wait`` is the end-to-end
+  barrier ("the replica holds this checkpoint"), ``status`` the position and lag;
+* :func:`restore` -- restore a replica (newest, by checkpoint id or by time), verified
+  before it is moved into place;
+* :func:`open_replica` -- a read-only handle reading the replica in place.
+
+docs/replication.md explains the guarantees and the limits.
+"""
+
+from __future__ import annotations
+
+from .models import BarrierReceipt, LtxFile, ReplicaPosition, ReplicationStatus, RestoreReport
+from .replica import Replica, open_replica
+from .replicator import Replicator, replicate
+from .restore import restore
+
+__all__ = [
+    "BarrierReceipt",
+    "LtxFile",
+    "Replica",
+    "ReplicaPosition",
+    "ReplicationStatus",
+    "Replicator",
+    "RestoreReport",
+    "open_replica",
+    "replicate",
+    "restore",
+]
