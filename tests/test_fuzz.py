@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import canonical, errors
-from ckptdb.cli import EXIT_CODES, main
+from ckptdb.cli import EXIT_CODES, EXIT_IMPORT_SKIPPED, main
 from ckptdb.importers import run_import
 
 CHUNK = 64 * 1024
@@ -735,7 +735,7 @@ def test_fuzz_state_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.Da
 
 # -- the command line -----------------------------------------------------------------------
 
-DOCUMENTED = {0} | {code for _, code in EXIT_CODES} | {2}
+DOCUMENTED = {0} | {code for _, code in EXIT_CODES} | {2, EXIT_IMPORT_SKIPPED}
 
 
 @pytest.fixture
@@ -922,8 +922,12 @@ def fuzz_cli_arguments(cli_box: dict[str, Any], data: st.DataObject) -> None:
         raise AssertionError(("traceback", type(result.exception).__name__, *detail))
     assert result.exit_code in DOCUMENTED, detail
     if result.exit_code != 0:
-        if argv[0] == "verify" or (argv[0] == "import" and result.exit_code == 4):
-            return  # a verify receipt / a partial import with conflicts are documented
+        if (
+            argv[0] == "verify"
+            or (argv[0] == "import" and result.exit_code == 4)
+            or (argv[0] == "import-from" and result.exit_code == EXIT_IMPORT_SKIPPED)
+        ):
+            return  # a verify receipt / partial imports (conflicts, skips) are documented
         assert logical_state(db) == before_rows, detail
         assert file_bytes(db) == before_files, detail
 

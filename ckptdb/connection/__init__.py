@@ -504,6 +504,23 @@ class Connection:
                 with suppress(apsw.Error):
                     cursor.close(True)
 
+    @contextmanager
+    def progress_check(self, check: Callable[[], None], steps: int = 1000) -> Iterator[None]:
+        """Call ``check`` every ``steps`` virtual-machine steps of every statement run in
+        the block; whatever it raises interrupts the statement and propagates (a deadline
+        for reads of a foreign file, e.g. an import source)."""
+
+        def progress() -> bool:
+            check()
+            return False
+
+        with self._lock:
+            self._raw.set_progress_handler(progress, steps)
+            try:
+                yield
+            finally:
+                self._raw.set_progress_handler(None)
+
     def changes(self) -> int:
         """Rows changed by the most recent INSERT/UPDATE/DELETE."""
         return int(self._raw.changes())
@@ -743,3 +760,17 @@ def open_memory() -> Connection:
     except apsw.Error as exc:
         raise _translate(exc, "opening an in-memory database") from exc
     return Connection(raw, ":memory:", readonly=False)
+
+
+def open_foreign_readonly(path: str) -> Connection:
+    """A read-only connection on a file another program wrote (an import source):
+    :func:`open_probe` -- read-only, ``immutable`` when no WAL is beside it,
+    ``trusted_schema=OFF`` -- plus ``SQLITE_DBCONFIG_DEFENSIVE``. Bound its reads with
+    :meth:`Connection.progress_check`."""
+    conn = open_probe(path)
+    try:
+        conn._raw.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    except apsw.Error as exc:
+        _force_close(conn._raw)
+        raise _translate(exc, f"configuring {path}") from exc
+    return conn

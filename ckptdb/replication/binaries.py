@@ -39,7 +39,7 @@ def litestream_binary() -> str:
 def vfs_extension() -> str:
     """The path of the litestream-vfs loadable SQLite extension."""
     try:
-        import litestream_vfs  # type: ignore[import-untyped]  # noqa: PLC0415 (optional extra)
+        import litestream_vfs  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: PLC0415 (optional extra)
     except ImportError as exc:
         raise errors.ReplicatorUnavailableError(
             "litestream-vfs is not installed; install it with `pip install 'ckptdb[replicate]'`"

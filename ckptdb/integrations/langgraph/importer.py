@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import stat
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from typing import Any
 
 import ormsgpack
 
 from ... import errors
+from ...connection import Connection, open_foreign_readonly
 from ...database import Database
 from ...models import ImportedItem, ImportReport, SkippedItem, from_ms
 from . import _layout
@@ -60,22 +59,47 @@ _WRITE_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx
 _WRITE_VALUE_COLUMNS = {"type", "value"}
 _WRITE_BATCH = 500
 _MSGPACK_OPTIONS = ormsgpack.OPT_NON_STR_KEYS
+#: Seconds of SQLite work any one read of the source may take (a hostile file can make a
+#: read endless); past it the read is interrupted with SourceTimeoutError.
+READ_TIMEOUT = 60.0
+#: What decoding a hostile value can raise (deep nesting, absurd sizes, wrong types).
+_DECODE_ERRORS = (ValueError, TypeError, RecursionError, MemoryError, OverflowError)
 
 Progress = Callable[[int, int], None]
 
 
-def _open_source(path: str) -> sqlite3.Connection:
-    # Read-only. With no -wal and no -shm beside it, no connection has the file open and
-    # the main file holds everything: open it immutable, so SQLite creates no -wal/-shm
-    # beside it either. Otherwise (a writer may be live) read it through its WAL.
-    immutable = not os.path.exists(path + "-wal") and not os.path.exists(path + "-shm")
-    uri = "file:" + urllib.parse.quote(path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+def _open_source(path: str) -> Connection:
+    # Read-only, trusted_schema=OFF, defensive; immutable when no WAL is beside it (no
+    # connection has the file open, so SQLite creates no -wal/-shm beside it either).
     try:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    except sqlite3.Error as exc:
+        return open_foreign_readonly(path)
+    except errors.CkptdbError as exc:
         raise NotLangGraphSqliteError(f"{path} cannot be opened as SQLite: {exc}") from exc
-    conn.text_factory = str
-    return conn
+
+
+class _Deadline:
+    """The time a single read of the source may take (checked by a progress handler)."""
+
+    def __init__(self, path: str, seconds: float) -> None:
+        self.path = path
+        self.seconds = seconds
+        self.until = 0.0
+
+    @contextmanager
+    def bound(self, conn: Connection, what: str) -> Iterator[None]:
+        self.until = time.monotonic() + self.seconds
+
+        def check() -> None:
+            if time.monotonic() > self.until:
+                raise errors.SourceTimeoutError(
+                    f"{self.path}: {what} took longer than {self.seconds:g} s and was "
+                    "interrupted (a hostile source can make a read endless). What was "
+                    "imported so far is consistent; nothing more was imported.",
+                    timeout=self.seconds,
+                )
+
+        with conn.progress_check(check):
+            yield
 
 
 def _check_source(path: str, target: Database) -> str:
@@ -96,17 +120,27 @@ def _check_source(path: str, target: Database) -> str:
     return full
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+def _columns(conn: Connection, table: str) -> dict[str, int]:
+    """Column name -> hidden flag (0 plain, 1 hidden, 2/3 generated) of a table."""
+    return {str(r[1]): int(r[6]) for r in conn.execute(f"PRAGMA table_xinfo({table})")}
 
 
-def _validate(conn: sqlite3.Connection, path: str) -> bool:
+def _validate(conn: Connection, path: str, deadline: _Deadline) -> bool:
     """Check that the source is a sound SqliteSaver database; returns whether its writes
-    table has the ``task_path`` column."""
+    table has the ``task_path`` column. ``checkpoints`` and ``writes`` must be real tables
+    (not views, not virtual tables) of plain columns: reading them runs no code of the
+    file's choosing."""
     try:
-        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
-        check = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
-    except sqlite3.DatabaseError as exc:
+        with deadline.bound(conn, "reading the schema"):
+            objects = {
+                str(r[0]): (str(r[1]), str(r[2] or ""))
+                for r in conn.execute("SELECT name, type, sql FROM sqlite_schema")
+            }
+        with deadline.bound(conn, "PRAGMA quick_check"):
+            check = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+    except errors.SourceTimeoutError:
+        raise
+    except errors.CkptdbError as exc:
         raise NotLangGraphSqliteError(
             f"{path} is not a LangGraph SqliteSaver database ({exc}); nothing was imported"
         ) from exc
@@ -115,20 +149,39 @@ def _validate(conn: sqlite3.Connection, path: str) -> bool:
             f"{path} is damaged (PRAGMA quick_check: {'; '.join(check[:3])}); nothing was "
             "imported. Recover it with the sqlite3 shell's .recover first."
         )
-    if "checkpoints" not in tables or "writes" not in tables:
+    if "checkpoints" not in objects or "writes" not in objects:
         raise NotLangGraphSqliteError(
             f"{path} is an SQLite database but not a LangGraph SqliteSaver one (it has no "
             "'checkpoints' and 'writes' tables); nothing was imported"
         )
-    missing = (_CHECKPOINT_COLUMNS - _columns(conn, "checkpoints")) | (
-        (_WRITE_COLUMNS | _WRITE_VALUE_COLUMNS) - _columns(conn, "writes")
+    for table in ("checkpoints", "writes"):
+        kind, sql = objects[table]
+        if kind != "table" or sql.upper().lstrip().startswith("CREATE VIRTUAL"):
+            raise NotLangGraphSqliteError(
+                f"{path}: {table!r} is a {'virtual table' if kind == 'table' else kind}, not a "
+                "table; a SqliteSaver database has plain tables. Nothing was imported."
+            )
+    checkpoint_columns, write_columns = _columns(conn, "checkpoints"), _columns(conn, "writes")
+    missing = (_CHECKPOINT_COLUMNS - checkpoint_columns.keys()) | (
+        (_WRITE_COLUMNS | _WRITE_VALUE_COLUMNS) - write_columns.keys()
     )
     if missing:
         raise NotLangGraphSqliteError(
             f"{path}: the SqliteSaver tables lack the columns {sorted(missing)}; this is not "
             "a schema ckptdb knows how to import. Nothing was imported."
         )
-    return "task_path" in _columns(conn, "writes")
+    generated = [
+        f"{t}.{c}"
+        for t, cols in (("checkpoints", checkpoint_columns), ("writes", write_columns))
+        for c, hidden in cols.items()
+        if hidden
+    ]
+    if generated:
+        raise NotLangGraphSqliteError(
+            f"{path}: the columns {generated} are generated or hidden; a SqliteSaver database "
+            "has none. Nothing was imported."
+        )
+    return "task_path" in write_columns
 
 
 def _raw_msgpack(data: bytes) -> Any:
@@ -157,8 +210,10 @@ def split_checkpoint(type_: str, blob: bytes) -> tuple[_layout.Typed, dict[str, 
             raw = json.loads(blob)
         else:
             raise _Bad("unsupported_type", f"serialization type {type_!r} is not supported")
-    except (ValueError, TypeError) as exc:
-        raise _Bad("malformed_checkpoint", f"cannot decode the {type_} checkpoint: {exc}") from exc
+    except _DECODE_ERRORS as exc:
+        raise _Bad(
+            "malformed_checkpoint", f"cannot decode the {type_} checkpoint: {_why(exc)}"
+        ) from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("channel_values", {}), dict):
         raise _Bad("malformed_checkpoint", "the checkpoint is not a map with channel_values")
     values = raw.pop("channel_values", {})
@@ -170,8 +225,27 @@ def split_checkpoint(type_: str, blob: bytes) -> tuple[_layout.Typed, dict[str, 
 
     try:
         return encode(raw), {str(k): encode(v) for k, v in values.items()}
-    except (TypeError, ValueError) as exc:
-        raise _Bad("malformed_checkpoint", f"cannot re-encode the checkpoint: {exc}") from exc
+    except _DECODE_ERRORS as exc:
+        raise _Bad("malformed_checkpoint", f"cannot re-encode the checkpoint: {_why(exc)}") from exc
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    if isinstance(exc, MemoryError):
+        return "it claims more memory than is available"
+    return str(exc)[:300]
+
+
+def _text(value: Any, what: str) -> str | None:
+    """A text column read as bytes (CAST AS BLOB), decoded here so one damaged value spoils
+    only its own record."""
+    if value is None:
+        return None
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Bad("bad_text", f"{what} is not valid UTF-8") from exc
 
 
 def _metadata(value: Any) -> dict[str, Any]:
@@ -180,8 +254,8 @@ def _metadata(value: Any) -> dict[str, Any]:
     try:
         text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
         parsed = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _Bad("bad_metadata", f"metadata is not JSON: {exc}") from exc
+    except _DECODE_ERRORS as exc:
+        raise _Bad("bad_metadata", f"metadata is not JSON: {_why(exc)}") from exc
     if not isinstance(parsed, dict):
         raise _Bad("bad_metadata", "metadata is not a JSON object")
     return parsed
@@ -191,14 +265,34 @@ def _source_id(thread_id: str, ns: str, checkpoint_id: str) -> str:
     return f"thread_id={thread_id!r} checkpoint_ns={ns!r} checkpoint_id={checkpoint_id!r}"
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+def _rows(
+    conn: Connection, sql: str, params: tuple[Any, ...], deadline: _Deadline, what: str
+) -> Iterator[tuple[Any, ...]]:
+    """Stream the rows of one statement, each step bounded by the deadline (restarted for
+    every row: the time ckptdb spends importing a row is not the source's)."""
+    deadline.until = time.monotonic() + deadline.seconds
     try:
-        yield from conn.execute(sql, params)
-    except sqlite3.DatabaseError as exc:
+        with conn.progress_check(lambda: _deadline_check(deadline, what)):
+            for row in conn.iterate(sql, params):
+                yield row
+                deadline.until = time.monotonic() + deadline.seconds
+    except errors.SourceTimeoutError:
+        raise
+    except errors.CkptdbError as exc:
         raise errors.CorruptionError(
             f"reading the source failed ({exc}); what was imported so far is consistent and "
             "a re-run continues (it is idempotent)"
         ) from exc
+
+
+def _deadline_check(deadline: _Deadline, what: str) -> None:
+    if time.monotonic() > deadline.until:
+        raise errors.SourceTimeoutError(
+            f"{deadline.path}: {what} took longer than {deadline.seconds:g} s and was "
+            "interrupted (a hostile source can make a read endless). What was imported so far "
+            "is consistent; nothing more was imported.",
+            timeout=deadline.seconds,
+        )
 
 
 def import_langgraph_sqlite(
@@ -208,15 +302,18 @@ def import_langgraph_sqlite(
     namespace: str | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    read_timeout: float = READ_TIMEOUT,
 ) -> ImportReport:
     """Import a LangGraph SqliteSaver database into ``db`` (see the module docstring)."""
     path = _check_source(os.fspath(source), db)
     thread_filter = namespace
+    deadline = _Deadline(path, read_timeout)
     with closing(_open_source(path)) as conn:
-        has_task_path = _validate(conn, path)
+        has_task_path = _validate(conn, path, deadline)
         where = " WHERE thread_id = ?" if thread_filter is not None else ""
         params: tuple[Any, ...] = (thread_filter,) if thread_filter is not None else ()
-        total = int(conn.execute(f"SELECT count(*) FROM checkpoints{where}", params).fetchone()[0])
+        with deadline.bound(conn, "counting checkpoints"):
+            total = int(conn.scalar(f"SELECT count(*) FROM checkpoints{where}", params) or 0)
         saver = _target_saver(db, dry_run)
         imported: list[ImportedItem] = []
         skipped: list[SkippedItem] = []
@@ -225,26 +322,30 @@ def import_langgraph_sqlite(
         for done, (thread_id, ns, checkpoint_id, parent_id, type_, blob, meta) in enumerate(
             _rows(
                 conn,
-                "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
-                f" checkpoint, metadata FROM checkpoints{where}"
-                " ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+                "SELECT CAST(thread_id AS BLOB), CAST(checkpoint_ns AS BLOB),"
+                " CAST(checkpoint_id AS BLOB), CAST(parent_checkpoint_id AS BLOB),"
+                " CAST(type AS BLOB), checkpoint, CAST(metadata AS BLOB)"
+                f" FROM checkpoints{where} ORDER BY thread_id, checkpoint_ns, checkpoint_id",
                 params,
+                deadline,
+                "reading checkpoints",
             ),
             start=1,
         ):
-            tid, cns, cid = str(thread_id), str(ns or ""), str(checkpoint_id)
-            item = _import_one(
-                saver, tid, cns, cid, parent_id, str(type_ or ""), blob, meta, dry_run
+            item = _import_row(
+                saver, thread_id, ns, checkpoint_id, parent_id, type_, blob, meta, dry_run
             )
             if isinstance(item, SkippedItem):
                 skipped.append(item)
             else:
                 imported.append(item)
-                present.add((tid, cns, cid))
+                present.add(_key(thread_id, ns, checkpoint_id))
                 touched.add(item.namespace)
             if progress is not None:
                 progress(done, total)
-        skipped.extend(_import_writes(conn, saver, present, where, params, has_task_path, dry_run))
+        skipped.extend(
+            _import_writes(conn, saver, present, where, params, has_task_path, dry_run, deadline)
+        )
     receipt_id = None
     if not dry_run:
         receipt_id = db.record_receipt(
@@ -280,6 +381,47 @@ def _target_saver(db: Database, dry_run: bool) -> CkptdbSaver | None:
             "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
         )
     return CkptdbSaver(db) if has_tables and not db.readonly else None
+
+
+def _key(thread_id: Any, ns: Any, checkpoint_id: Any) -> tuple[str, str, str]:
+    """The (thread, namespace, id) of a row read as bytes (lossy only for text that is not
+    UTF-8, whose record is skipped anyway)."""
+
+    def text(v: Any) -> str:
+        return "" if v is None else bytes(v).decode("utf-8", "replace")
+
+    return text(thread_id), text(ns), text(checkpoint_id)
+
+
+def _import_row(
+    saver: CkptdbSaver | None,
+    thread_id: Any,
+    ns: Any,
+    checkpoint_id: Any,
+    parent_id: Any,
+    type_: Any,
+    blob: Any,
+    meta: Any,
+    dry_run: bool,
+) -> ImportedItem | SkippedItem:
+    """One source row: any failure to decode or accept it is a typed, per-record skip."""
+    tid, cns, cid = _key(thread_id, ns, checkpoint_id)
+    try:
+        tid = _text(thread_id, "thread_id") or ""
+        cns = _text(ns, "checkpoint_ns") or ""
+        cid = _text(checkpoint_id, "checkpoint_id") or ""
+        parent = _text(parent_id, "parent_checkpoint_id")
+        kind = _text(type_, "type") or ""
+        metadata = _text(meta, "metadata")
+        return _import_one(saver, tid, cns, cid, parent, kind, blob, metadata, dry_run)
+    except _Bad as bad:
+        return SkippedItem(source_id=_source_id(tid, cns, cid), code=bad.code, detail=bad.detail)
+    except _DECODE_ERRORS as exc:
+        return SkippedItem(
+            source_id=_source_id(tid, cns, cid), code="malformed_checkpoint", detail=_why(exc)
+        )
+    except (errors.InvalidInputError, errors.CorruptionError) as exc:
+        return SkippedItem(source_id=_source_id(tid, cns, cid), code=exc.code, detail=exc.message)
 
 
 def _existing(saver: CkptdbSaver | None, tid: str, ns: str, cid: str) -> str | None:
@@ -332,20 +474,27 @@ def _import_one(
     )
 
 
+def _write_index(idx: Any) -> int:
+    if isinstance(idx, bool) or not isinstance(idx, int) or not -(2**63) <= idx < 2**63:
+        raise _Bad("bad_write", f"idx {idx!r} is not an integer")
+    return idx
+
+
 def _import_writes(
-    conn: sqlite3.Connection,
+    conn: Connection,
     saver: CkptdbSaver | None,
     present: set[tuple[str, str, str]],
     where: str,
     params: tuple[Any, ...],
     has_task_path: bool,
     dry_run: bool,
+    deadline: _Deadline,
 ) -> list[SkippedItem]:
     """Copy the pending writes of every checkpoint that is (now) in the target."""
     skipped: list[SkippedItem] = []
     orphans: dict[tuple[str, str, str], int] = {}
     batch: list[tuple[Any, ...]] = []
-    task_path = "task_path" if has_task_path else "''"
+    task_path = "CAST(task_path AS BLOB)" if has_task_path else "''"
 
     def flush() -> None:
         if batch and saver is not None and not dry_run:
@@ -360,35 +509,46 @@ def _import_writes(
 
     for tid, ns, cid, task_id, idx, channel, type_, value, path in _rows(
         conn,
-        "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value,"
+        "SELECT CAST(thread_id AS BLOB), CAST(checkpoint_ns AS BLOB), CAST(checkpoint_id AS"
+        " BLOB), CAST(task_id AS BLOB), idx, CAST(channel AS BLOB), CAST(type AS BLOB), value,"
         f" {task_path} FROM writes{where} ORDER BY thread_id, checkpoint_ns, checkpoint_id",
         params,
+        deadline,
+        "reading pending writes",
     ):
-        key = (str(tid), str(ns or ""), str(cid))
+        key = _key(tid, ns, cid)
         if key not in present:
             orphans[key] = orphans.get(key, 0) + 1
             continue
-        if type_ == "pickle":
+        where_id = _source_id(*key) + f" write task_id={_key(task_id, None, None)[0]!r} idx={idx!r}"
+        try:
+            kind = _text(type_, "type")
+            row = (
+                *key,
+                _text(task_id, "task_id") or "",
+                _write_index(idx),
+                _text(channel, "channel") or "",
+                kind or "null",
+                value
+                if isinstance(value, bytes)
+                else b""
+                if value is None
+                else str(value).encode(),
+                (_text(path, "task_path") or "") if isinstance(path, bytes) else str(path or ""),
+            )
+        except _Bad as bad:
+            skipped.append(SkippedItem(source_id=where_id, code=bad.code, detail=bad.detail))
+            continue
+        if kind == "pickle":
             skipped.append(
                 SkippedItem(
-                    source_id=_source_id(*key) + f" write task_id={task_id!r} idx={idx}",
+                    source_id=where_id,
                     code="pickle_refused",
                     detail="a pending write stored with pickle; ckptdb never loads pickle",
                 )
             )
             continue
-        data = value if isinstance(value, bytes) else b"" if value is None else str(value).encode()
-        batch.append(
-            (
-                *key,
-                str(task_id),
-                int(idx),
-                str(channel),
-                str(type_ or "null"),
-                data,
-                str(path or ""),
-            )
-        )
+        batch.append(row)
         if len(batch) >= _WRITE_BATCH:
             flush()
     flush()
