@@ -429,3 +429,9 @@ class ReplicaDamagedError(CorruptionError):
     failed verification). The destination was not touched."""
 
     code = "replica_damaged"
+
+
+class UnsupportedFeatureError(SchemaError):
+    """The file uses a storage feature this ckptdb does not have (written by a newer one)."""
+
+    code = "unsupported_feature"

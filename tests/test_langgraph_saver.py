@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import os
 import shutil
 import subprocess
@@ -234,15 +235,16 @@ def test_prune_racing_a_writer_in_another_process_loses_nothing_it_keeps(tmp_pat
 
 def test_unchanged_channels_are_not_stored_again(tmp_path: Path) -> None:
     size = 4000
+    rng = random.Random(11)  # incompressible values: compression must not hide the growth
     with CkptdbSaver(tmp_path / "dedup.ckpt") as saver:
-        values = {f"ch{i}": f"{i}:" + "v" * size for i in range(10)}
+        values: dict[str, object] = {f"ch{i}": rng.randbytes(size) for i in range(10)}
         config = saver.put(
             cfg("t"), make_checkpoint(values), {"step": -1}, dict.fromkeys(values, 1)
         )
         stored = [saver.db.stats().stored_bytes]
         for step in range(20):
             changed = f"ch{step % 10}"
-            values = {**values, changed: f"{step}:" + "w" * size}
+            values = {**values, changed: rng.randbytes(size)}
             config = saver.put(config, make_checkpoint(values), {"step": step}, {changed: 2})
             stored.append(saver.db.stats().stored_bytes)
         growth = [b - a for a, b in itertools.pairwise(stored)]
@@ -272,7 +274,8 @@ def test_prune_keep_latest_keeps_resume_state_and_shrinks_the_file(tmp_path: Pat
         for thread in ("a", "b"):
             config = cfg(thread)
             for step in range(60):
-                values = {"big": f"{thread}{step}" + "x" * 20_000, "small": step}
+                # Incompressible: the point is what prune frees, not what zstd saves.
+                values = {"big": random.Random(f"{thread}{step}").randbytes(20_000), "small": step}
                 config = saver.put(config, make_checkpoint(values), {"step": step}, {"big": 1})
                 saver.put_writes(config, [("small", step)], f"task{step}")
             saver.put_writes(config, [("__interrupt__", {"ask": thread})], "human")

@@ -118,10 +118,10 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 _PRIMARY = """
-import json, os, sys
+import json, os, random, sys
 import ckptdb
 path, url = sys.argv[1], sys.argv[2]
-big = bytes(range(256)) * 12288
+big = random.Random(5).randbytes(3 << 20)  # incompressible, no repeats: nothing dedups
 acks = []
 with ckptdb.open(path) as db:
     db.commit("brain-1", {"state.json": b"{}"})
@@ -142,7 +142,7 @@ print(json.dumps(acks))
 def test_s3_replicate_wait_restore_read(tmp_path: Path, s3: str) -> None:
     url = f"s3://ckptdb/agent?endpoint={s3}&region=us-east-1&force-path-style=true"
     primary = tmp_path / "agent.ckpt"
-    big = bytes(range(256)) * 12288
+    big = random.Random(5).randbytes(3 << 20)  # the primary's value (see _PRIMARY)
     # litestream-vfs (the barrier's read-back and open_replica) reads credentials from the
     # environment the process *started* with, as a deployed service has them: run the
     # primary in a process that starts with them.

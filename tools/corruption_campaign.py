@@ -1232,6 +1232,11 @@ class Observer:
             self.wrong(
                 f"fallback({ns}) returned {got[:12]}, not an ancestor of CURRENT", kind="checkpoint"
             )
+        elif got != first_intact and first_intact is None:
+            # Direct reads (get by id) failed for every checkpoint -- e.g. a damaged index on
+            # ids -- yet fallback found this one by scanning the table, and it read back
+            # intact above: better than the reads, not a failure.
+            record["status"] = "found_by_scan"
         elif got != first_intact:
             assert first_intact is not None
             if lineage.index(got) > lineage.index(first_intact):

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from .. import errors
 from ..connection import Connection
 from ..store import Store
+from ..store.chunking import Chunker
 from ..store.migrations import Migration
 
 
@@ -28,12 +29,13 @@ class Handle:
         chunk_size: int,
         pending: list[Migration],
         reopen: Callable[[], Connection],
+        chunker: Chunker | None = None,
     ) -> None:
         self.path = path
         self.lock = threading.RLock()
         self.pending = pending
         self._reopen = reopen
-        self._store = Store.on(conn, chunk_size)
+        self._store = Store.on(conn, chunk_size, chunker)
         self._closed = False
         self._broken = False
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
@@ -77,7 +79,7 @@ class Handle:
             return self._reconnect()
 
     def _reconnect(self) -> Store:
-        self._store = Store.on(self._reopen(), self._store.chunk_size)
+        self._store = Store.on(self._reopen(), self._store.chunk_size, self._store.chunker)
         self._broken = False
         return self._store
 
@@ -85,10 +87,10 @@ class Handle:
         """The connection is unusable: reconnect before its next use."""
         self._broken = True
 
-    def set_chunk_size(self, chunk_size: int) -> None:
-        """The file's chunk size became readable (after its migrations)."""
+    def set_layout(self, chunk_size: int, chunker: Chunker) -> None:
+        """The file's layout became readable (after its migrations)."""
         with self.lock:
-            self._store = Store.on(self._store.conn, chunk_size)
+            self._store = Store.on(self._store.conn, chunk_size, chunker)
 
     def __enter__(self) -> Handle:
         return self

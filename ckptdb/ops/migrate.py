@@ -137,7 +137,8 @@ def up(
             at_ms=_now_ms(),
         )
     if not handle.pending:
-        handle.set_chunk_size(settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE))
+        size = settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        handle.set_layout(size, settings.chunker(conn, size))
     return models.MigrationResult(
         path=path,
         from_version=start,

@@ -116,16 +116,27 @@ def open_handle(
             pending = []
         if fresh:
             with conn.write_transaction():
-                settings.init_chunk_size(conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE)
+                settings.init_new_file(
+                    conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+                )
+        settings.require_features(conn, path)
         effective_chunk = (
             blobs.DEFAULT_CHUNK_SIZE
             if pending
             else settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
         )
+        chunker = None if pending else settings.chunker(conn, effective_chunk)
     except BaseException:
         conn.abandon()
         raise
-    handle = Handle(conn, path=path, chunk_size=effective_chunk, pending=pending, reopen=connect)
+    handle = Handle(
+        conn,
+        path=path,
+        chunk_size=effective_chunk,
+        pending=pending,
+        reopen=connect,
+        chunker=chunker,
+    )
     handle.schema_problems = schema_problems
     return handle
 
@@ -168,10 +179,14 @@ def open_virtual(name: str, vfs: str, busy_timeout: float | None) -> Handle:
                 pending=[m.version for m in pending],
             )
         problems = schema.mismatches(conn)
+        settings.require_features(conn, name)
         chunk = settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        chunker = settings.chunker(conn, chunk)
     except BaseException:
         conn.abandon()
         raise
-    handle = Handle(conn, path=name, chunk_size=chunk, pending=[], reopen=connect)
+    handle = Handle(
+        conn, path=name, chunk_size=chunk, pending=[], reopen=connect, chunker=chunker
+    )
     handle.schema_problems = problems
     return handle

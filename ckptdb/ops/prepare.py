@@ -13,17 +13,24 @@ import hashlib
 import io
 import os
 import stat
-from concurrent.futures import Future
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from .. import canonical, errors
-from ..store.blobs import BackgroundHash, BlobStore, PreparedBlob
+from ..store import codec
+from ..store.blobs import BackgroundHash, BlobStore, DigestList, EncodedChunk, PreparedBlob
 from ..types import BlobRef
 
 #: Streamed/path entries small enough to inline are read into memory only up to this many
 #: bytes per commit; beyond it they are staged as chunks so memory stays bounded.
 INLINE_BUDGET = 64 * 1024 * 1024
+#: Staged chunks are written in transactions of up to this many stored bytes.
+STAGE_BATCH_BYTES = 1024 * 1024
+#: After this many chunks in a row that zstd could not shrink, a stream's chunks are
+#: stored raw without trying, except every RAW_PROBE_EVERY-th, which probes again.
+RAW_AFTER = 16
+RAW_PROBE_EVERY = 64
 
 
 @dataclass
@@ -173,29 +180,69 @@ def prepare(blobs: BlobStore, value: Any, budget: list[int], now_ms: int) -> Pre
     )
 
 
+def _inline(data: bytes) -> PreparedBlob:
+    """A blob stored whole in its row (encoded here, outside the lock)."""
+    codec_id, stored = codec.encode(data)
+    return PreparedBlob(
+        hashlib.sha256(data).hexdigest(),
+        len(data),
+        inline=data,
+        inline_codec=codec_id,
+        inline_stored=stored,
+    )
+
+
 def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int) -> PreparedBlob:
+    if len(data) <= blobs.chunker.inline_limit:
+        return _inline(data)
     if len(data) <= blobs.chunk_size:
-        return PreparedBlob(hashlib.sha256(data).hexdigest(), len(data), inline=data)
-    return _stage(blobs, io.BytesIO(data), [], now_ms)
+        # Held in memory anyway: cut, hash and compress here, write inside the commit
+        # transaction (one transaction; a dedup hit costs a lookup, not a write).
+        chunks = [EncodedChunk.of(piece) for piece in blobs.chunker.cut(data)]
+        return PreparedBlob(
+            hashlib.sha256(data).hexdigest(),
+            len(data),
+            chunk_digests=DigestList(c.digest for c in chunks),
+            chunks=chunks,
+        )
+    return _stage(blobs, blobs.chunker.cut_stream(io.BytesIO(data)), now_ms)
 
 
 def _prepare_stream(
     blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int
 ) -> PreparedBlob:
-    first = _read_exact(source, blobs.chunk_size)
-    more = b"" if len(first) < blobs.chunk_size else _read_exact(source, blobs.chunk_size)
-    if not more and len(first) <= budget[0]:
-        budget[0] -= len(first)
-        return PreparedBlob(hashlib.sha256(first).hexdigest(), len(first), inline=first)
-    return _stage(blobs, source, [first, more], now_ms)
+    limit = max(blobs.chunk_size, blobs.chunker.inline_limit)
+    head = _read_exact(source, limit + 1)
+    if len(head) <= limit and len(head) <= budget[0]:
+        budget[0] -= len(head)
+        return _prepare_bytes(blobs, head, now_ms)
+    return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms)
 
 
-def _stage(blobs: BlobStore, source: IO[bytes], head: list[bytes], now_ms: int) -> PreparedBlob:
-    """Write a stream as chunks, one short transaction per chunk.
+class _Joined(io.RawIOBase):
+    """Bytes already read from a stream, then the rest of the stream."""
 
-    ``head`` holds chunks already read from ``source`` (each full-sized but the last,
-    which ends the stream if it is short). Memory stays at a few chunks: the rest is
-    read into one reused buffer and written to SQLite with incremental blob I/O.
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._head:
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return _fill(self._rest, view[: len(view)]) if len(view) else 0
+
+
+def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) -> PreparedBlob:
+    """Write a stream's chunks before the commit, in short transactions of their own that
+    each hold up to :data:`STAGE_BATCH_BYTES` of chunks. Memory stays at one batch.
 
     Staging transactions run with synchronous=NORMAL (no fsync each): the commit
     transaction that later references the chunks fsyncs the WAL, which makes every frame
@@ -203,44 +250,42 @@ def _stage(blobs: BlobStore, source: IO[bytes], head: list[bytes], now_ms: int) 
     """
     whole = BackgroundHash()
     blob = PreparedBlob(digest="", size=0)
+    batch: list[EncodedChunk] = []
+    batch_bytes = 0
+    # Trying to compress random or already-compressed data costs ~1 ms/MB for nothing:
+    # after a run of chunks zstd could not shrink, store raw, probing again now and then.
+    incompressible = 0
 
-    def stage(piece: bytes | memoryview) -> Future[None]:
-        queued = whole.update(piece)
-        digest = hashlib.sha256(piece).hexdigest()
-        chunk_id, written, repaired = blobs.stage_chunk(digest, piece, now_ms)
-        if repaired:
-            blob.repaired.append(digest)
-        blob.chunk_ids.append(chunk_id)
-        blob.chunk_digests.append(digest)
-        blob.size += len(piece)
+    def flush() -> None:
+        nonlocal batch, batch_bytes
+        if not batch:
+            return
+        ids, written, repaired = blobs.stage_chunks(batch, now_ms)
+        blob.chunk_ids.extend(ids)
         blob.bytes_staged += written
-        return queued
+        blob.repaired.extend(repaired)
+        batch, batch_bytes = [], 0
 
     try:
         with blobs.conn.relaxed_sync():
-            at_eof = False
-            for piece in head:
-                if piece:
-                    stage(piece)
-                if len(piece) < blobs.chunk_size:
-                    at_eof = True
-                    break
-            # Two buffers in turn: one is refilled while the other is still hashed.
-            buffers = [memoryview(bytearray(blobs.chunk_size)) for _ in range(2)]
-            in_flight: list[Future[None] | None] = [None, None]
-            turn = 0
-            while not at_eof:
-                previous = in_flight[turn]
-                if previous is not None:
-                    previous.result()
-                got = _fill(source, buffers[turn])
-                if got:
-                    in_flight[turn] = stage(buffers[turn][:got])
-                at_eof = got < blobs.chunk_size
-                turn ^= 1
+            for piece in pieces:
+                if not piece:
+                    continue
+                data = piece if isinstance(piece, bytes) else bytes(piece)
+                whole.update(data)  # immutable bytes: safe to hash on the helper thread
+                probe = incompressible < RAW_AFTER or incompressible % RAW_PROBE_EVERY == 0
+                chunk = EncodedChunk.of(data, compress=probe)
+                incompressible = incompressible + 1 if chunk.codec == codec.RAW else 0
+                batch.append(chunk)
+                batch_bytes += len(chunk.stored)
+                blob.chunk_digests.append(chunk.digest)
+                blob.size += len(data)
+                if batch_bytes >= STAGE_BATCH_BYTES:
+                    flush()
+            flush()
         blob.digest = whole.hexdigest()
     finally:
         whole.close()
-    if not blob.chunk_ids:
-        blob.inline = b""
+    if not blob.chunk_digests:
+        return _inline(b"")
     return blob

@@ -21,7 +21,7 @@ from ..canonical import chunk_list_digest
 from ..connection import Connection
 from ..files import fsync_directory
 from ..store import Store, checkpoints, pointers
-from ..store.blobs import verified_inline
+from ..store.blobs import EncodedChunk, decoded, verified_inline
 from ..store.receipts import store_receipt
 from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
 from . import export_check
@@ -82,29 +82,33 @@ class _Copier:
         self.counts = _Counts()
         self._scratch = bytearray()
 
-    def _copy_chunk(self, chunk_id: int, digest: str, size: int, now_ms: int) -> int:
-        """Make sure the chunk exists in dst (own short transaction); returns its dst id."""
+    def _copy_chunk(
+        self, chunk_id: int, digest: str, size: int, codec_id: int, stored_size: int, now_ms: int
+    ) -> int:
+        """Make sure the chunk exists in dst (own short transaction), its stored encoding
+        copied as it is once it decodes to bytes with its digest; returns its dst id."""
         existing = self.dst_blobs.find_chunk(digest)
         if existing is not None:
             with self.dst.write_transaction():
                 self.dst_blobs.touch_chunk(existing, now_ms)
             return existing
+        if len(self._scratch) < stored_size:
+            self._scratch = bytearray(stored_size)
         got = self.src_blobs.read_chunk_into(chunk_id, self._scratch)
-        data = memoryview(self._scratch)[: got or 0]
-        try:
-            if got != size or hashlib.sha256(data).hexdigest() != digest:
-                raise errors.CorruptionError(
-                    f"source chunk {digest[:12]} does not match its digest; nothing of it "
-                    "was copied",
-                    digest=digest,
-                    reason="chunk_digest_mismatch",
-                )
-            with self.dst.relaxed_sync(), self.dst.write_transaction():
-                new_id = self.dst_blobs.insert_chunk(digest, data, now_ms)
-        finally:
-            data.release()
+        stored = bytes(memoryview(self._scratch)[: got or 0])
+        raw = decoded(codec_id, stored, size) if got == stored_size else None
+        if raw is None or hashlib.sha256(raw).hexdigest() != digest:
+            raise errors.CorruptionError(
+                f"source chunk {digest[:12]} does not match its digest; nothing of it was copied",
+                digest=digest,
+                reason="chunk_digest_mismatch",
+            )
+        with self.dst.relaxed_sync(), self.dst.write_transaction():
+            new_id = self.dst_blobs.insert_chunk(
+                EncodedChunk(digest, size, codec_id, stored), now_ms
+            )
         self.counts.chunks_copied += 1
-        self.counts.bytes_copied += size
+        self.counts.bytes_copied += len(stored)
         return new_id
 
     def stage_chunks(self, entries: Iterable[EntryRow], now_ms: int) -> dict[str, list[str]]:
@@ -118,10 +122,10 @@ class _Copier:
             if self.dst_blobs.blob_id(entry.digest) is not None:
                 continue
             list_digest, listed = self.src_blobs.chunk_list(entry.blob_id)
-            chunks: list[tuple[int, str, int]] = []
+            chunks: list[tuple[int, str, int, int, int]] = []
             for c in listed:
-                check_types(c, (int, str, int), "chunk row")  # a missing chunk is damage
-                chunks.append((c[0], str(c[1]), int(c[2] or 0)))
+                check_types(c, (int, str, int, int, int), "chunk row")  # missing = damage
+                chunks.append((c[0], str(c[1]), int(c[2] or 0), c[3], c[4]))
             if (
                 len(chunks) != entry.chunk_count
                 or chunk_list_digest(c[1] for c in chunks) != list_digest
@@ -132,7 +136,7 @@ class _Copier:
                     reason="chunk_list_mismatch",
                 )
             for c in chunks:
-                self._copy_chunk(c[0], c[1], c[2], now_ms)
+                self._copy_chunk(*c, now_ms)
             staged[entry.digest] = [c[1] for c in chunks]
         return staged
 
@@ -146,18 +150,19 @@ class _Copier:
             self.counts.blob_ids[entry.digest] = existing
             return existing
         if entry.chunk_count == 0:
-            data = verified_inline(
-                self.src_blobs.inline_bytes(entry.blob_id), entry.size, entry.digest
-            )
-            if data is None:
+            codec_id, stored = self.src_blobs.inline_stored(entry.blob_id)
+            data = verified_inline(stored, entry.size, entry.digest, codec_id)
+            if data is None or not isinstance(stored, bytes) or not isinstance(codec_id, int):
                 raise errors.CorruptionError(
                     f"source entry {entry.name!r}: stored bytes do not match digest "
                     f"{entry.digest[:12]}; nothing was copied",
                     entry=entry.name,
                     reason="blob_digest_mismatch",
                 )
-            blob_id = self.dst_blobs.insert_inline(entry.digest, data, now_ms)
-            self.counts.bytes_copied += len(data)
+            blob_id = self.dst_blobs.insert_inline(
+                entry.digest, entry.size, stored, codec_id, now_ms
+            )
+            self.counts.bytes_copied += len(stored)
         else:
             digests = staged[entry.digest]
             # The source's list digest was checked against these digests when staging.

@@ -60,19 +60,27 @@ def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tup
     bad: set[int] = set()
     total = blobs.count_chunks(conn)
     checked = 0
-    for chunk_id, digest, size, data in blobs.iter_chunks_with_bytes(conn):
+    for chunk_id, digest, size, codec_id, stored_size, data in blobs.iter_chunks_with_bytes(conn):
         checked += 1
-        if not (isinstance(digest, str) and isinstance(size, int)) or not isinstance(
-            data, bytes | None
-        ):
+        if not (
+            isinstance(digest, str)
+            and isinstance(size, int)
+            and isinstance(codec_id, int)
+            and isinstance(stored_size, int | None)
+        ) or not isinstance(data, bytes | None):
             bad.add(chunk_id)
             report.add("chunk_corrupt", f"chunk {chunk_id}: a stored value has the wrong type")
         elif data is None:
             bad.add(chunk_id)
             report.add("chunk_missing", f"chunk {chunk_id} has no bytes", digest=digest)
         else:
-            report.bytes_checked += len(data)
-            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raw = blobs.decoded(codec_id, data, size)
+            report.bytes_checked += len(raw) if raw is not None else 0
+            if (
+                raw is None
+                or (stored_size is not None and stored_size != len(data))
+                or hashlib.sha256(raw).hexdigest() != digest
+            ):
                 bad.add(chunk_id)
                 report.add(
                     "chunk_corrupt", f"chunk {chunk_id} does not match its digest", digest=digest
@@ -93,7 +101,7 @@ def _blobs(
     bad: set[int] = set()
     total = blobs.count_blobs(conn)
     checked = 0
-    for blob_id, digest, size, chunk_count, list_digest, inline in blobs.iter_blob_rows(
+    for blob_id, digest, size, chunk_count, list_digest, inline, codec_id in blobs.iter_blob_rows(
         conn, with_inline=not quick
     ):
         checked += 1
@@ -112,8 +120,8 @@ def _blobs(
         if chunk_count == 0:
             if quick:
                 continue
-            data = bytes(inline) if inline is not None else None
-            if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            data = blobs.decoded(codec_id, inline, size) if inline is not None else None
+            if data is None or hashlib.sha256(data).hexdigest() != digest:
                 bad.add(blob_id)
                 report.add("blob_corrupt", "inline bytes do not match the digest", digest=digest)
             else:
@@ -138,8 +146,7 @@ def _blobs(
             continue
         whole = hashlib.sha256()
         for r in chunks:
-            stored = blobs.chunk_bytes(conn, r[1])
-            whole.update(stored if isinstance(stored, bytes) else b"")
+            whole.update(blobs.chunk_raw(conn, r[1]) or b"")
         if whole.hexdigest() != digest:
             bad.add(blob_id)
             report.add("blob_corrupt", "the chunks do not add up to the blob digest", digest=digest)

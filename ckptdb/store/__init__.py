@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..connection import Connection
 from .blobs import BlobStore
+from .chunking import Chunker, FixedChunker
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,17 @@ class Store:
     blobs: BlobStore
 
     @classmethod
-    def on(cls, conn: Connection, chunk_size: int) -> Store:
-        """The store over ``conn`` for a file with this chunk size."""
-        return cls(conn, chunk_size, BlobStore(conn, chunk_size))
+    def on(cls, conn: Connection, chunk_size: int, chunker: Chunker | None = None) -> Store:
+        """The store over ``conn`` for a file with this chunk size and chunker (fixed-size
+        cutting at ``chunk_size`` when none is given)."""
+        return cls(
+            conn, chunk_size, BlobStore(conn, chunk_size, chunker or FixedChunker(chunk_size))
+        )
+
+    @property
+    def chunker(self) -> Chunker:
+        """How this file cuts blobs into chunks."""
+        return self.blobs.chunker
 
     @property
     def readonly(self) -> bool:

@@ -18,18 +18,103 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
+from array import array
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from .. import canonical, errors
 from ..connection import Connection
+from . import codec
+from .chunking import Chunker
 from .rows import check_types
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
 MAX_CHUNK_SIZE = 256 * 1024 * 1024
+#: A chunked blob up to this size is read whole in one query (each chunk still verified
+#: before the whole is); larger ones stream chunk by chunk with bounded memory.
+READ_AT_ONCE = 16 * 1024 * 1024
+#: Digests looked up, and chunk-list rows written, per statement batch.
+_ID_BATCH = 500
+#: Buffers queued for the whole-blob hash at most (memory stays bounded if it falls behind).
+_HASH_WINDOW = 32
+#: A streaming read fetches chunks in windows of at most this many stored bytes.
+READ_WINDOW_BYTES = 4 * 1024 * 1024
+#: Chunk bytes up to this size are bound as a parameter; larger ones are written with
+#: incremental blob I/O (no copy into a record first).
+_BIND_LIMIT = 256 * 1024
+
+
+class DigestList(Sequence[str]):
+    """Hex sha256 digests kept as 32 raw bytes each: the chunk list of a 1 GiB blob cut
+    into 8 KiB chunks has ~130,000 of them, which as Python strings would cost ~15 MB."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, digests: Iterable[str] = ()) -> None:
+        self._raw = bytearray()
+        for digest in digests:
+            self.append(digest)
+
+    def append(self, digest: str) -> None:
+        """Add one hex digest at the end."""
+        self._raw += bytes.fromhex(digest)
+
+    def __len__(self) -> int:
+        return len(self._raw) // 32
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._raw[32 * index : 32 * index + 32].hex()
+
+    def __iter__(self) -> Iterator[str]:
+        raw = self._raw
+        for start in range(0, len(raw), 32):
+            yield raw[start : start + 32].hex()
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedChunk:
+    """One chunk ready to store: its content address, raw size and stored encoding."""
+
+    digest: str
+    size: int
+    codec: int
+    stored: bytes
+
+    @classmethod
+    def of(cls, raw: bytes | memoryview, *, compress: bool = True) -> EncodedChunk:
+        """Hash and encode raw bytes (outside any lock; hashlib and zstd release the GIL).
+        ``compress=False`` stores them raw without trying (a stream found incompressible)."""
+        data = raw if isinstance(raw, bytes) else bytes(raw)
+        codec_id, stored = codec.encode(data, compression=codec.ZSTD if compress else codec.RAW)
+        return cls(hashlib.sha256(data).hexdigest(), len(data), codec_id, stored)
+
+
+def decoded(codec_id: object, stored: object, size: int) -> bytes | None:
+    """The raw bytes of a stored value, or None when it does not decode to ``size`` bytes
+    (a damaged record may hold any type where the bytes should be)."""
+    data = b"" if stored is None else stored
+    if not isinstance(data, bytes) or type(codec_id) is not int:
+        return None
+    if codec_id == codec.RAW:
+        return data if len(data) == size else None
+    try:
+        return codec.decode(codec_id, data, size)
+    except errors.CkptdbError:
+        return None
 
 
 @dataclass
@@ -38,9 +123,14 @@ class PreparedBlob:
 
     digest: str
     size: int
+    #: the raw bytes of a blob stored whole (inline), and how they are stored
     inline: bytes | None = None
-    chunk_ids: list[int] = field(default_factory=list)
-    chunk_digests: list[str] = field(default_factory=list)
+    inline_codec: int = codec.RAW
+    inline_stored: bytes | None = None
+    chunk_ids: array[int] = field(default_factory=lambda: array("q"))
+    chunk_digests: DigestList = field(default_factory=DigestList)
+    #: chunks still to be written, inside the commit transaction (a value held in memory)
+    chunks: list[EncodedChunk] = field(default_factory=list)
     bytes_staged: int = 0
     reference: bool = False  # a BlobRef: the blob must already exist
     #: digests of stored chunks whose damaged bytes staging rewrote from this value
@@ -64,19 +154,23 @@ class BackgroundHash:
     def __init__(self) -> None:
         self._hash = hashlib.sha256()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
-        self._pending: list[Future[None]] = []
+        # One worker runs the updates in order. A bounded window of futures keeps memory
+        # bounded if the hashing falls behind (each queued buffer is held until hashed).
+        self._window: deque[Future[None]] = deque()
 
     def update(self, data: bytes | memoryview) -> Future[None]:
         """Queue ``data``; returns the future to wait on before reusing its buffer."""
         future = self._pool.submit(self._hash.update, data)
-        self._pending.append(future)
+        self._window.append(future)
+        while len(self._window) > _HASH_WINDOW:
+            self._window.popleft().result()
         return future
 
     def hexdigest(self) -> str:
         """The digest of everything queued (waits for it)."""
-        for future in self._pending:
-            future.result()
-        self._pending.clear()
+        if self._window:
+            self._window[-1].result()
+            self._window.clear()
         return self._hash.hexdigest()
 
     def close(self) -> None:
@@ -84,11 +178,13 @@ class BackgroundHash:
         self._pool.shutdown(wait=True)
 
 
-def verified_inline(stored: object, size: int, digest: str) -> bytes | None:
-    """The inline bytes of a blob row when they have ``size`` and ``digest``, else None. A
-    damaged record can hold a value of any type where the bytes should be."""
-    data = b"" if stored is None else stored
-    if not isinstance(data, bytes) or len(data) != size:
+def verified_inline(
+    stored: object, size: int, digest: str, codec_id: object = codec.RAW
+) -> bytes | None:
+    """The raw bytes of an inline blob when they decode to ``size`` bytes with ``digest``,
+    else None. A damaged record can hold a value of any type where the bytes should be."""
+    data = decoded(codec_id, stored, size)
+    if data is None:
         return None
     return data if hashlib.sha256(data).hexdigest() == digest else None
 
@@ -100,41 +196,80 @@ class BlobStore:
     function that repairs damaged bytes says so in what it returns.
     """
 
-    def __init__(self, conn: Connection, chunk_size: int) -> None:
+    def __init__(self, conn: Connection, chunk_size: int, chunker: Chunker) -> None:
         self.conn = conn
         self.chunk_size = chunk_size
+        self.chunker = chunker
 
     # -- chunks (staged before the commit transaction, each in its own) ------------------
 
-    def stage_chunk(
-        self, digest: str, data: bytes | memoryview, now_ms: int
-    ) -> tuple[int, int, bool]:
-        """Store one chunk in its own short transaction. Returns (chunk_id, bytes written,
-        repaired).
-
-        A chunk that already exists is touched (``last_touched_ms``, so GC's grace period
-        restarts) and its stored bytes are compared with ``data``: if they were damaged,
-        they are rewritten from ``data`` (which hashes to the digest), so a new checkpoint
-        never inherits corrupt bytes through deduplication; ``repaired`` says so.
-        """
+    def stage_chunks(
+        self, chunks: list[EncodedChunk], now_ms: int
+    ) -> tuple[list[int], int, list[str]]:
+        """Store chunks in one short transaction of their own (before the commit that will
+        reference them). Returns (chunk ids, stored bytes written, digests repaired)."""
         with self.conn.write_transaction():
+            return self.put_chunks(chunks, now_ms, touch=True)
+
+    def put_chunks(
+        self, chunks: list[EncodedChunk], now_ms: int, *, touch: bool
+    ) -> tuple[list[int], int, list[str]]:
+        """Make sure every chunk is stored (inside the caller's write transaction). Returns
+        (chunk ids in order, stored bytes written, digests whose damaged copies were
+        rewritten).
+
+        A chunk that already exists has its stored bytes compared with ours; if they differ
+        and do not decode to bytes with the digest (damage), they are rewritten from ours,
+        so a new checkpoint never inherits corrupt bytes through deduplication. ``touch``
+        restarts an existing chunk's grace period (staging, where the referencing commit
+        comes later); inside the commit transaction the reference itself protects it.
+        """
+        ids: list[int] = []
+        written = 0
+        repaired: list[str] = []
+        for chunk in chunks:
+            if touch:
+                # Staging a stream: new chunks are the common case, so try the insert first.
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO chunk (digest, size, last_touched_ms, codec,"
+                    " stored_size) VALUES (?, ?, ?, ?, ?)",
+                    (chunk.digest, chunk.size, now_ms, chunk.codec, len(chunk.stored)),
+                )
+                if self.conn.changes() == 1:
+                    chunk_id = self.conn.last_insert_rowid()
+                    self._write_chunk_bytes(chunk_id, chunk.stored)
+                    ids.append(chunk_id)
+                    written += len(chunk.stored)
+                    continue
             row = self.conn.one(
-                "SELECT c.chunk_id, d.data = ? FROM chunk c"
+                "SELECT c.chunk_id, d.data = ?, c.codec, d.data FROM chunk c"
                 " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?",
-                (data, digest),
+                (chunk.stored, chunk.digest),
             )
-            repaired = False
-            if row is not None:
-                chunk_id = int(row[0])
+            if row is None:
+                # Written by the commit that references it: only references protect it, so
+                # its grace period is over from the start (a later staging touch restarts it).
+                ids.append(self.insert_chunk(chunk, now_ms if touch else 0))
+                written += len(chunk.stored)
+                continue
+            chunk_id = int(row[0])
+            ids.append(chunk_id)
+            if touch:
                 self.touch_chunk(chunk_id, now_ms)
-                if row[1] == 1:
-                    return chunk_id, 0, False
-                self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
-                repaired = True
-            else:
-                chunk_id = self._insert_chunk_row(digest, len(data), now_ms)
-            self._write_chunk_bytes(chunk_id, data)
-            return chunk_id, len(data), repaired
+            if row[1] == 1:
+                continue
+            raw = decoded(row[2], row[3], chunk.size)
+            if raw is not None and hashlib.sha256(raw).hexdigest() == chunk.digest:
+                continue  # stored intact in another encoding
+            self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+            self.conn.execute(
+                "UPDATE chunk SET codec = ?, stored_size = ? WHERE chunk_id = ?",
+                (chunk.codec, len(chunk.stored), chunk_id),
+            )
+            self._write_chunk_bytes(chunk_id, chunk.stored)
+            written += len(chunk.stored)
+            repaired.append(chunk.digest)
+        return ids, written, repaired
 
     def find_chunk(self, digest: str) -> int | None:
         """The id of the chunk with this digest, if stored."""
@@ -148,23 +283,26 @@ class BlobStore:
             "UPDATE chunk SET last_touched_ms = ? WHERE chunk_id = ?", (now_ms, chunk_id)
         )
 
-    def insert_chunk(self, digest: str, data: bytes | memoryview, now_ms: int) -> int:
-        """Insert a new chunk whose bytes were verified by the caller (inside a write
+    def insert_chunk(self, chunk: EncodedChunk, now_ms: int) -> int:
+        """Insert a new chunk whose encoding the caller made or verified (inside a write
         transaction). Returns its id."""
-        chunk_id = self._insert_chunk_row(digest, len(data), now_ms)
-        self._write_chunk_bytes(chunk_id, data)
+        self.conn.execute(
+            "INSERT INTO chunk (digest, size, last_touched_ms, codec, stored_size)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (chunk.digest, chunk.size, now_ms, chunk.codec, len(chunk.stored)),
+        )
+        chunk_id = self.conn.last_insert_rowid()
+        self._write_chunk_bytes(chunk_id, chunk.stored)
         return chunk_id
 
-    def _insert_chunk_row(self, digest: str, size: int, now_ms: int) -> int:
-        self.conn.execute(
-            "INSERT INTO chunk (digest, size, last_touched_ms) VALUES (?, ?, ?)",
-            (digest, size, now_ms),
-        )
-        return self.conn.last_insert_rowid()
-
     def _write_chunk_bytes(self, chunk_id: int, data: bytes | memoryview) -> None:
-        # zeroblob + incremental write: the bytes go straight into the row's pages instead
-        # of being copied into a bound parameter and a record first.
+        if len(data) <= _BIND_LIMIT:
+            self.conn.execute(
+                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, ?)", (chunk_id, data)
+            )
+            return
+        # zeroblob + incremental write: large bytes go straight into the row's pages
+        # instead of being copied into a bound parameter and a record first.
         self.conn.execute(
             "INSERT INTO chunk_data (chunk_id, data) VALUES (?, zeroblob(?))",
             (chunk_id, len(data)),
@@ -184,38 +322,60 @@ class BlobStore:
             blob_id, _ = self.find_blob(blob.digest, expect_size=blob.size)
             return blob_id, 0, False
         if blob.inline is not None:
+            stored = blob.inline if blob.inline_stored is None else blob.inline_stored
             # New content is the common case: one statement when it is.
             self.conn.execute(
                 "INSERT OR IGNORE INTO blob (digest, size, chunk_count, inline_data,"
-                " created_at_ms) VALUES (?, ?, 0, ?, ?)",
-                (blob.digest, blob.size, blob.inline, now_ms),
+                " created_at_ms, codec) VALUES (?, ?, 0, ?, ?, ?)",
+                (blob.digest, blob.size, stored, now_ms, blob.inline_codec),
             )
             if self.conn.changes() == 1:
-                return self.conn.last_insert_rowid(), blob.size, False
-        row = self.conn.one(
-            "SELECT blob_id, chunk_count, inline_data = ? FROM blob WHERE digest = ?",
-            (blob.inline, blob.digest),
-        )
-        if row is not None:
-            if blob.inline is not None and row[1] == 0 and row[2] != 1:
+                return self.conn.last_insert_rowid(), len(stored), False
+            row = self.conn.one(
+                "SELECT blob_id, chunk_count, inline_data = ?, codec, inline_data FROM blob"
+                " WHERE digest = ?",
+                (stored, blob.digest),
+            )
+            if row is None:
+                raise errors.CorruptionError(
+                    f"blob {blob.digest[:12]} is stored but cannot be found by its digest (a "
+                    "damaged index); run `ckptdb verify`",
+                    reason="index_damaged",
+                )
+            if (
+                row[1] == 0
+                and row[2] != 1
+                and not verified_inline(row[4], blob.size, blob.digest, row[3])
+            ):
                 # The stored copy was damaged; the caller's bytes hash to the digest.
                 self.conn.execute(
-                    "UPDATE blob SET inline_data = ? WHERE blob_id = ?", (blob.inline, row[0])
+                    "UPDATE blob SET inline_data = ?, codec = ? WHERE blob_id = ?",
+                    (stored, blob.inline_codec, row[0]),
                 )
-                return int(row[0]), blob.size, True
+                return int(row[0]), len(stored), True
+            return int(row[0]), 0, False
+        existing = self.blob_id(blob.digest)
+        if existing is not None:
             # Chunks staged for it (new or repaired) are still bytes this commit wrote.
-            return int(row[0]), blob.bytes_staged, False
+            return existing, blob.bytes_staged, False
+        written = blob.bytes_staged
+        if blob.chunks:
+            _, written_now, repaired = self.put_chunks(blob.chunks, now_ms, touch=False)
+            written += written_now
+            blob.repaired.extend(repaired)
         blob_id = self.insert_chunked(
             blob.digest, blob.size, blob.chunk_digests, blob.chunk_list_digest, now_ms
         )
-        return blob_id, blob.bytes_staged, False
+        return blob_id, written, False
 
-    def insert_inline(self, digest: str, data: bytes, now_ms: int) -> int:
-        """Insert a new inline blob whose bytes the caller verified. Returns its id."""
+    def insert_inline(
+        self, digest: str, size: int, stored: bytes, codec_id: int, now_ms: int
+    ) -> int:
+        """Insert a new inline blob whose stored bytes the caller verified. Returns its id."""
         self.conn.execute(
-            "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms)"
-            " VALUES (?, ?, 0, ?, ?)",
-            (digest, len(data), data, now_ms),
+            "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms, codec)"
+            " VALUES (?, ?, 0, ?, ?, ?)",
+            (digest, size, stored, now_ms, codec_id),
         )
         return self.conn.last_insert_rowid()
 
@@ -223,29 +383,32 @@ class BlobStore:
         self,
         digest: str,
         size: int,
-        chunk_digests: list[str],
+        chunk_digests: Sequence[str],
         list_digest: str | None,
         now_ms: int,
     ) -> int:
-        """Insert a chunked blob over already staged chunks (inside the commit transaction).
-        ChunkMissingError (retryable) when GC took a staged chunk meanwhile."""
-        chunk_ids = self.resolve_chunks(chunk_digests)
-        missing = sum(1 for c in chunk_ids if c is None)
-        if missing:
-            raise errors.ChunkMissingError(
-                f"{missing} staged chunk(s) of blob {digest[:12]} were garbage-collected "
-                "before the commit; nothing was published. Retry (it re-stages them)."
-            )
+        """Insert a chunked blob over already written chunks (inside the commit
+        transaction), its chunk list in bounded batches. ChunkMissingError (retryable, and
+        the caller's transaction rolls back) when GC took a staged chunk meanwhile."""
         self.conn.execute(
             "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
             " VALUES (?, ?, ?, ?, ?)",
-            (digest, size, len(chunk_ids), list_digest, now_ms),
+            (digest, size, len(chunk_digests), list_digest, now_ms),
         )
         blob_id = self.conn.last_insert_rowid()
-        self.conn.executemany(
-            "INSERT INTO blob_chunk (blob_id, seq, chunk_id) VALUES (?, ?, ?)",
-            [(blob_id, seq, chunk_id) for seq, chunk_id in enumerate(chunk_ids)],
-        )
+        for start in range(0, len(chunk_digests), _ID_BATCH):
+            part = list(chunk_digests[start : start + _ID_BATCH])
+            chunk_ids = self.resolve_chunks(part)
+            missing = sum(1 for c in chunk_ids if c is None)
+            if missing:
+                raise errors.ChunkMissingError(
+                    f"{missing} staged chunk(s) of blob {digest[:12]} were garbage-collected "
+                    "before the commit; nothing was published. Retry (it re-stages them)."
+                )
+            self.conn.executemany(
+                "INSERT INTO blob_chunk (blob_id, seq, chunk_id) VALUES (?, ?, ?)",
+                [(blob_id, start + i, chunk_id) for i, chunk_id in enumerate(chunk_ids)],
+            )
         return blob_id
 
     def find_blob(self, digest: str, *, expect_size: int | None = None) -> tuple[int, int]:
@@ -268,15 +431,16 @@ class BlobStore:
         value = self.conn.scalar("SELECT blob_id FROM blob WHERE digest = ?", (digest,))
         return None if value is None else int(value)
 
-    def inline_bytes(self, blob_id: int) -> object:
-        """The stored (unverified) inline bytes of a blob, as stored."""
-        return self.conn.scalar("SELECT inline_data FROM blob WHERE blob_id = ?", (blob_id,))
+    def inline_stored(self, blob_id: int) -> tuple[object, object]:
+        """(codec, stored bytes) of an inline blob, as stored (unverified)."""
+        row = self.conn.one("SELECT codec, inline_data FROM blob WHERE blob_id = ?", (blob_id,))
+        return (None, None) if row is None else (row[0], row[1])
 
     def chunk_list_digest(self, blob_id: int) -> object:
         """The stored (unverified) chunk list digest of a blob."""
         return self.conn.scalar("SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,))
 
-    def resolve_chunks(self, digests: list[str]) -> list[int | None]:
+    def resolve_chunks(self, digests: Sequence[str]) -> list[int | None]:
         """The chunk id of each digest now (None where the chunk is gone).
 
         Chunks are looked up by digest inside the commit transaction, never by the id
@@ -285,8 +449,8 @@ class BlobStore:
         """
         found: dict[str, int] = {}
         unique = sorted(set(digests))
-        for start in range(0, len(unique), 500):
-            part = unique[start : start + 500]
+        for start in range(0, len(unique), _ID_BATCH):
+            part = unique[start : start + _ID_BATCH]
             marks = ",".join("?" * len(part))
             found.update(
                 (str(d), int(c))
@@ -301,14 +465,14 @@ class BlobStore:
     def read_all(self, blob_id: int, digest: str, size: int, where: dict[str, Any]) -> bytes:
         """All bytes of a blob, verified against ``digest`` before they are returned."""
         row = self.conn.one(
-            "SELECT chunk_count, inline_data FROM blob WHERE blob_id = ?", (blob_id,)
+            "SELECT chunk_count, inline_data, codec FROM blob WHERE blob_id = ?", (blob_id,)
         )
         if row is None:
             raise errors.CheckpointNotFoundError(
                 f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
             )
         if row[0] == 0:
-            data = verified_inline(row[1], size, digest)
+            data = verified_inline(row[1], size, digest, row[2])
             if data is None:
                 raise errors.CorruptionError(
                     f"stored bytes of entry {where.get('entry')!r} do not match digest "
@@ -317,29 +481,77 @@ class BlobStore:
                     **where,
                 )
             return data
+        if size <= READ_AT_ONCE:
+            return self._read_small_chunked(blob_id, digest, size, where)
         reader = ChunkedBlobReader(self, blob_id, digest, size, where)
         try:
             return reader.readall()
         finally:
             reader.close()
 
-    def chunk_list(self, blob_id: int) -> tuple[str | None, list[tuple[int, str | None, int]]]:
-        """(stored chunk_list_digest, [(chunk_id, chunk digest, size)]) of a chunked blob;
-        digest and size are None where the chunk is gone. Values are type-checked."""
+    def _read_small_chunked(
+        self, blob_id: int, digest: str, size: int, where: dict[str, Any]
+    ) -> bytes:
+        """A chunked blob small enough to hold whole: every chunk in one query, each
+        verified, then the whole (inside the caller's read transaction)."""
+        list_digest = self.chunk_list_digest(blob_id)
+        rows = self.conn.execute(
+            "SELECT c.digest, c.size, coalesce(c.codec, 0), d.data FROM blob_chunk bc"
+            " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
+            " LEFT JOIN chunk_data d ON d.chunk_id = bc.chunk_id"
+            " WHERE bc.blob_id = ? ORDER BY bc.seq",
+            (blob_id,),
+        )
+
+        def corrupt(what: str, reason: str) -> errors.CorruptionError:
+            return errors.CorruptionError(
+                f"entry {where.get('entry')!r} (blob {digest[:12]}): {what}; nothing was returned",
+                reason=reason,
+                **where,
+            )
+
+        if not rows and not self.blob_exists(blob_id):
+            raise errors.CheckpointNotFoundError(
+                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+            )
+        if any(not isinstance(r[0], str) or not isinstance(r[1], int) for r in rows):
+            raise corrupt("a chunk of the blob is missing", "chunk_missing")
+        if list_digest != canonical.chunk_list_digest(str(r[0]) for r in rows):
+            raise corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
+        parts: list[bytes] = []
+        for index, (chunk_digest, chunk_size, codec_id, stored) in enumerate(rows):
+            raw = decoded(codec_id, stored, chunk_size)
+            if raw is None or hashlib.sha256(raw).hexdigest() != chunk_digest:
+                raise corrupt(f"chunk {index} does not match its digest", "chunk_digest_mismatch")
+            parts.append(raw)
+        data = b"".join(parts)
+        if len(data) != size:
+            raise corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise corrupt("the blob digest does not match", "blob_digest_mismatch")
+        return data
+
+    def chunk_list(
+        self, blob_id: int
+    ) -> tuple[str | None, list[tuple[int, str | None, int, int, int]]]:
+        """(stored chunk_list_digest, [(chunk_id, chunk digest, size, codec, stored size)])
+        of a chunked blob; digest and size are None where the chunk is gone. Values are
+        type-checked."""
         with self.conn.read_transaction():
             list_digest = self.conn.scalar(
                 "SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,)
             )
             rows = self.conn.execute(
-                "SELECT bc.chunk_id, c.digest, c.size FROM blob_chunk bc"
+                "SELECT bc.chunk_id, c.digest, c.size, coalesce(c.codec, 0),"
+                " coalesce(c.stored_size, c.size, 0) FROM blob_chunk bc"
                 " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
                 " WHERE bc.blob_id = ? ORDER BY bc.seq",
                 (blob_id,),
             )
         check_types((list_digest,), ((str, type(None)),), "blob row")
         for r in rows:
-            check_types(r, (int, (str, type(None)), (int, type(None))), "chunk list row")
-        return list_digest, [(r[0], r[1], r[2]) for r in rows]
+            check_types(r, (int, (str, type(None)), (int, type(None)), int, int), "chunk list row")
+        return list_digest, [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
         """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
@@ -354,8 +566,13 @@ class BlobStore:
 class ChunkedBlobReader(io.RawIOBase):
     """A read-only binary stream over a chunked blob that verifies before it hands out.
 
-    Memory is bounded by one chunk. Reads take one short read transaction per chunk, so a
-    long-lived stream never blocks writers or checkpoints.
+    Before the first byte, one pass over the chunk list checks it against its digest and
+    the sizes against the blob's, keeping the verified digests compactly. Bytes are then
+    read in windows of chunks (one short read transaction each, at most
+    :data:`READ_WINDOW_BYTES` of stored bytes), each chunk decoded and checked against its
+    digest before it is handed out, and the last one only once the whole blob matches. So
+    memory is bounded by a window, and a long-lived stream never blocks writers or
+    checkpoints.
     """
 
     def __init__(
@@ -367,25 +584,42 @@ class ChunkedBlobReader(io.RawIOBase):
         self._digest = digest
         self._size = size
         self._where = where
-        list_digest, chunks = store.chunk_list(blob_id)
-        if list_digest is None and not chunks and not store.blob_exists(blob_id):
+        self._digests = DigestList()
+        conn = store.conn
+        total = largest = 0
+        with conn.read_transaction():
+            list_digest = store.chunk_list_digest(blob_id)
+            for row in conn.iterate(
+                "SELECT c.digest, c.size, coalesce(c.stored_size, c.size) FROM blob_chunk bc"
+                " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ?"
+                " ORDER BY bc.seq",
+                (blob_id,),
+            ):
+                chunk_digest, chunk_size, stored_size = row
+                if not (
+                    isinstance(chunk_digest, str)
+                    and isinstance(chunk_size, int)
+                    and isinstance(stored_size, int)
+                    and validation_hex(chunk_digest)
+                ):
+                    self._corrupt("a chunk of the blob is missing", "chunk_missing")
+                self._digests.append(chunk_digest)
+                total += chunk_size
+                largest = max(largest, stored_size, chunk_size)
+        if list_digest is None and not self._digests and not store.blob_exists(blob_id):
             raise errors.CheckpointNotFoundError(
                 f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
             )
-        if any(c[1] is None for c in chunks):
-            self._corrupt("a chunk of the blob is missing", "chunk_missing")
-        digests = [str(c[1]) for c in chunks]
-        if list_digest != canonical.chunk_list_digest(digests):
+        if list_digest != canonical.chunk_list_digest(self._digests):
             self._corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
-        if sum(int(c[2]) for c in chunks) != size:
+        if total != size:
             self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
-        self._chunks = [(c[0], str(c[1]), int(c[2])) for c in chunks]
-        self._next = 0
-        largest = max((c[2] for c in self._chunks), default=0)
-        # Two buffers in turn: the whole-blob hash of one runs while the next is read.
-        self._buffers = [bytearray(largest), bytearray(largest)]
-        self._in_flight: list[Future[None] | None] = [None, None]
+        self._per_window = max(1, READ_WINDOW_BYTES // max(largest, 1))
+        self._window: deque[tuple[Any, ...]] = deque()
+        self._next = 0  # index of the next chunk to hand out
+        self._fetched = 0  # index of the next chunk to fetch
         self._buffer = memoryview(b"")
+        self._current = b""
         self._whole = BackgroundHash()
         self._position = 0
 
@@ -400,32 +634,50 @@ class ChunkedBlobReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def _fill_window(self) -> None:
+        conn = self._store.conn
+        with conn.read_transaction():
+            rows = conn.execute(
+                "SELECT c.digest, c.size, coalesce(c.codec, 0), d.data FROM blob_chunk bc"
+                " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
+                " LEFT JOIN chunk_data d ON d.chunk_id = bc.chunk_id"
+                " WHERE bc.blob_id = ? AND bc.seq >= ? ORDER BY bc.seq LIMIT ?",
+                (self._blob_id, self._fetched, self._per_window),
+            )
+            if not rows and not self._store.blob_exists(self._blob_id):
+                raise errors.CheckpointNotFoundError(
+                    f"blob {self._digest[:12]} was garbage-collected while being read",
+                    **self._where,
+                )
+        self._window.extend(rows)
+        self._fetched += len(rows)
+
     def _load_next(self) -> bool:
-        if self._next >= len(self._chunks):
+        if self._next >= len(self._digests):
             return False
-        chunk_id, digest, size = self._chunks[self._next]
         self._buffer = memoryview(b"")  # the caller has taken everything from it
-        turn = self._next % 2
-        previous = self._in_flight[turn]
-        if previous is not None:
-            previous.result()  # its whole-blob hashing must be done before it is refilled
-        scratch = self._buffers[turn]
-        got = self._store.read_chunk_into(chunk_id, scratch)
-        data = memoryview(scratch)[: got or 0]
-        if got is None or got != size or hashlib.sha256(data).hexdigest() != digest:
-            data.release()
+        if not self._window:
+            self._fill_window()
+            if not self._window:
+                self._corrupt(f"chunk {self._next} is missing", "chunk_missing")
+        chunk_digest, chunk_size, codec_id, stored = self._window.popleft()
+        expected = self._digests[self._next]
+        raw = decoded(codec_id, stored, chunk_size) if isinstance(chunk_size, int) else None
+        if raw is None or chunk_digest != expected or hashlib.sha256(raw).hexdigest() != expected:
             if not self._store.blob_exists(self._blob_id):
                 raise errors.CheckpointNotFoundError(
                     f"blob {self._digest[:12]} was garbage-collected while being read",
                     **self._where,
                 )
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
-        self._in_flight[turn] = self._whole.update(data)
+        assert raw is not None
+        self._whole.update(raw)  # immutable bytes: safe to hash on the helper thread
         self._next += 1
         # The last chunk is only handed out once the whole blob matches its digest.
-        if self._next == len(self._chunks) and self._whole.hexdigest() != self._digest:
+        if self._next == len(self._digests) and self._whole.hexdigest() != self._digest:
             self._corrupt("the blob digest does not match", "blob_digest_mismatch")
-        self._buffer = data
+        self._current = raw
+        self._buffer = memoryview(raw)
         return True
 
     def close(self) -> None:
@@ -466,10 +718,15 @@ class ChunkedBlobReader(io.RawIOBase):
             yield bytes(self._buffer)
             self._buffer = memoryview(b"")
         while self._load_next():
-            piece = bytes(self._buffer)
+            piece = self._current  # the verified chunk itself, not a copy
             self._buffer = memoryview(b"")
             self._position += len(piece)
             yield piece
+
+
+def validation_hex(value: str) -> bool:
+    """True for a lowercase hex sha256 digest."""
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 # -- scans and deletion (GC and verify) ---------------------------------------------------
@@ -550,19 +807,20 @@ def count_blobs(conn: Connection) -> int:
 
 
 def iter_chunks_with_bytes(conn: Connection) -> Iterator[tuple[Any, ...]]:
-    """(chunk_id, digest, size, data) of every chunk, values as stored (for verify)."""
+    """(chunk_id, digest, size, codec, stored size, stored bytes) of every chunk, values as
+    stored (for verify)."""
     return conn.iterate(
-        "SELECT c.chunk_id, c.digest, c.size, d.data FROM chunk c"
+        "SELECT c.chunk_id, c.digest, c.size, c.codec, c.stored_size, d.data FROM chunk c"
         " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
     )
 
 
 def iter_blob_rows(conn: Connection, *, with_inline: bool) -> Iterator[tuple[Any, ...]]:
-    """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None) of
-    every blob, values as stored (for verify)."""
+    """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None, codec)
+    of every blob, values as stored (for verify)."""
     return conn.iterate(
         "SELECT blob_id, digest, size, chunk_count, chunk_list_digest,"
-        f" {'inline_data' if with_inline else 'NULL'} FROM blob"
+        f" {'inline_data' if with_inline else 'NULL'}, codec FROM blob"
     )
 
 
@@ -576,15 +834,22 @@ def chunk_rows_of(conn: Connection, blob_id: int) -> list[tuple[Any, ...]]:
     )
 
 
-def chunk_bytes(conn: Connection, chunk_id: int) -> object:
-    """The stored (unverified) bytes of one chunk, as stored."""
-    return conn.scalar("SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+def chunk_raw(conn: Connection, chunk_id: int) -> bytes | None:
+    """The decoded (unverified) bytes of one chunk, or None when they do not decode."""
+    row = conn.one(
+        "SELECT c.codec, d.data, c.size FROM chunk c JOIN chunk_data d"
+        " ON d.chunk_id = c.chunk_id WHERE c.chunk_id = ?",
+        (chunk_id,),
+    )
+    if row is None or not isinstance(row[2], int):
+        return None
+    return decoded(row[0], row[1], row[2])
 
 
 def stored_bytes(conn: Connection) -> tuple[int, int]:
-    """(inline bytes, chunk bytes) stored."""
+    """(inline bytes, chunk bytes) stored, after compression."""
     row = conn.one(
         "SELECT (SELECT coalesce(sum(length(inline_data)), 0) FROM blob WHERE chunk_count = 0),"
-        " (SELECT coalesce(sum(size), 0) FROM chunk)"
+        " (SELECT coalesce(sum(coalesce(stored_size, size)), 0) FROM chunk)"
     )
     return (0, 0) if row is None else (int(row[0]), int(row[1]))

@@ -273,3 +273,79 @@ def cut_stream(stream: _Readable, params: ChunkParams = DEFAULT_PARAMS) -> Itera
         return
     for chunk in _cutter(params).cut_stream(_Prefixed(head, stream)):
         yield bytes(chunk.data)
+
+
+# -- the chunker a file uses ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FixedChunker:
+    """Fixed-size cutting (storage format 1, and files created with an explicit
+    ``chunk_size``): a blob of at most ``size`` bytes is kept whole."""
+
+    size: int
+
+    @property
+    def inline_limit(self) -> int:
+        """Blobs at most this long are stored whole, inline in their blob row."""
+        return self.size
+
+    def cut(self, data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+        """Slices of ``size`` bytes (the last one shorter)."""
+        view = memoryview(data).cast("B")
+        for start in range(0, max(len(view), 1), self.size):
+            yield view[start : start + self.size]
+
+    def cut_stream(self, stream: _Readable) -> Iterator[bytes]:
+        """The same pieces from a stream, one piece in memory at a time."""
+        while True:
+            piece = _read_exactly(stream, self.size)
+            if piece:
+                yield piece
+            if len(piece) < self.size:
+                return
+
+    def settings(self) -> dict[str, Any]:
+        """The ``chunking`` setting that records this chunker."""
+        return {"algorithm": "fixed", "size": self.size}
+
+
+@dataclass(frozen=True, slots=True)
+class ContentChunker:
+    """Content-defined cutting with :class:`ChunkParams`: an edit changes only the chunks
+    around it, so a blob that grew or changed a little shares every other chunk with its
+    previous version."""
+
+    params: ChunkParams
+
+    @property
+    def inline_limit(self) -> int:
+        """Blobs shorter than the threshold are stored whole, inline in their blob row."""
+        return max(self.params.single_chunk_threshold - 1, 0)
+
+    def cut(self, data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+        """Content-defined chunks of ``data`` (zero-copy)."""
+        return cut(data, self.params)
+
+    def cut_stream(self, stream: _Readable) -> Iterator[bytes]:
+        """Content-defined chunks of a stream, memory bounded by the parameters."""
+        return cut_stream(stream, self.params)
+
+    def settings(self) -> dict[str, Any]:
+        """The ``chunking`` setting that records this chunker."""
+        return self.params.to_settings()
+
+
+Chunker = FixedChunker | ContentChunker
+
+
+def chunker_from_settings(value: Mapping[str, Any]) -> Chunker:
+    """The chunker a file's ``chunking`` setting names (InvalidChunkParamsError otherwise)."""
+    if not isinstance(value, Mapping):
+        raise InvalidChunkParamsError("the chunking setting must be a JSON object")
+    if value.get("algorithm") == "fixed":
+        size = value.get("size")
+        if set(value) != {"algorithm", "size"} or type(size) is not int or size <= 0:
+            raise InvalidChunkParamsError(f"invalid fixed chunking setting {dict(value)!r}")
+        return FixedChunker(size)
+    return ContentChunker(ChunkParams.from_settings(value))

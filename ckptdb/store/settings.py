@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pydantic
 
 from .. import errors
 from ..connection import Connection
 from ..retention import RetentionPolicy
+from .chunking import Chunker, FixedChunker, InvalidChunkParamsError, chunker_from_settings
 from .rows import check_types
+
+#: Storage features this ckptdb understands; a file recording another one is refused.
+KNOWN_FEATURES = frozenset({"cdc", "zstd"})
 
 
 def chunk_size(conn: Connection, lowest: int, highest: int) -> int:
@@ -27,11 +33,68 @@ def chunk_size(conn: Connection, lowest: int, highest: int) -> int:
     return size
 
 
-def init_chunk_size(conn: Connection, size: int) -> None:
-    """Record the chunk size of a new file (inside a write transaction; never changed)."""
+def init_new_file(conn: Connection, size: int, *, fixed: bool) -> None:
+    """Record the layout of a new file (inside a write transaction; never changed after):
+    its chunk size and, with ``fixed``, fixed-size cutting instead of the content-defined
+    chunking the migrations record by default."""
     conn.execute(
         "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)", (str(size),)
     )
+    if fixed:
+        conn.execute(
+            "INSERT OR REPLACE INTO setting (key, value) VALUES ('chunking', ?)",
+            (json.dumps(FixedChunker(size).settings(), sort_keys=True),),
+        )
+
+
+def _text(conn: Connection, key: str) -> str | None:
+    value = conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
+    if value is not None and not isinstance(value, str):
+        raise errors.CorruptionError(
+            f"the stored {key} setting is not text; the file is damaged. Restore it from a "
+            "backup or export.",
+            reason="bad_setting",
+        )
+    return value
+
+
+def chunker(conn: Connection, chunk_size: int) -> Chunker:
+    """How this file cuts blobs: its ``chunking`` setting, or fixed-size cutting at the
+    file's chunk size for a file from before storage format 2."""
+    stored = _text(conn, "chunking")
+    if stored is None:
+        return FixedChunker(chunk_size)
+    try:
+        return chunker_from_settings(json.loads(stored))
+    except (ValueError, InvalidChunkParamsError) as exc:
+        raise errors.CorruptionError(
+            f"the stored chunking setting is damaged ({exc}); restore the file from a "
+            "backup or export.",
+            reason="bad_setting",
+        ) from exc
+
+
+def require_features(conn: Connection, path: str) -> None:
+    """UnsupportedFeatureError when the file uses a storage feature this ckptdb lacks."""
+    stored = _text(conn, "features")
+    if stored is None:
+        return
+    try:
+        used = json.loads(stored)
+        if not isinstance(used, list) or not all(isinstance(f, str) for f in used):
+            raise ValueError("not a list of names")
+    except ValueError as exc:
+        raise errors.CorruptionError(
+            f"the stored features setting is damaged ({exc}); restore the file from a backup.",
+            reason="bad_setting",
+        ) from exc
+    unknown = sorted(set(used) - KNOWN_FEATURES)
+    if unknown:
+        raise errors.UnsupportedFeatureError(
+            f"{path} uses storage feature(s) {', '.join(unknown)} that this ckptdb does not "
+            "have; upgrade ckptdb to read it. The file was not modified.",
+            features=unknown,
+        )
 
 
 def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
