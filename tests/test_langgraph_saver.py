@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 import os
+import random
 import shutil
 import subprocess
 import sys
