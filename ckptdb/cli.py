@@ -59,6 +59,9 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
 EXIT_IMPORT_SKIPPED = 11
+#: The command succeeded degraded: ``checkout --fallback`` wrote an older, verified
+#: checkpoint than the one asked for (said on stderr, ``disposition`` in --json).
+EXIT_DEGRADED = 13
 EXIT_HELP = """\b
 Exit status:
   0  success
@@ -76,6 +79,7 @@ Exit status:
      destination exists)
   11 import-from finished but skipped some source items (each listed with its reason)
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
+  13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint
   130 interrupted by Ctrl-C (`ckptdb sql`)
 """
 
@@ -347,68 +351,157 @@ def _summary(metadata: dict[str, Any], width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_SYMBOL = {"current": "*", "fallback": "~", "pinned": "P"}
+
+
+def _marks(node: Any) -> str:
+    words = [{"current": "CURRENT", "fallback": "fallback"}.get(m, "") for m in node.markers]
+    words = [w for w in words if w] + [f"pin: {p}" for p in node.pins]
+    return f"({', '.join(words)})" if words else ""
+
+
 @main.command()
 @click.argument("db")
 @click.argument("namespace")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most N checkpoints.")
+@click.option("--graph", is_flag=True, help="Draw the lineage like `git log --graph`.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list stored checkpoints no longer on the CURRENT lineage (pinned, retained).",
+)
 @json_option
 @command
-def log(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
-    """Show the lineage of NAMESPACE, newest first (* current, ~ fallback, P pinned)."""
+def log(
+    db: str, namespace: str, limit: int | None, graph: bool, show_all: bool, as_json: bool
+) -> None:
+    """Show the lineage of NAMESPACE, newest first.
+
+    Markers: * current, ~ fallback, P pinned; with --all, o marks a checkpoint that CURRENT
+    does not descend from. --graph draws forks (commits made on an older base) like
+    `git log --graph`; without --all it shows the lineage of CURRENT and of the fallback.
+    """
     with _open(db, readonly=True) as handle:
-        pointer = handle.pointer(namespace)
-        if pointer is None:
-            raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
-        lineage = handle.lineage(namespace, limit=limit)
-        pinned = {p.checkpoint_id for p in handle.pins(namespace)}
-    out = []
-    for info in lineage:
-        marks = []
-        if info.id == pointer.current_id:
-            marks.append("current")
-        if info.id == pointer.fallback_id:
-            marks.append("fallback")
-        if info.id in pinned:
-            marks.append("pinned")
-        out.append((info, marks))
+        if graph or show_all:
+            result = handle.log(namespace, all=show_all, limit=limit)
+        else:  # the CURRENT lineage only
+            full = handle.log(namespace)
+            nodes = [n for n in full.nodes if n.on_lineage][:limit]
+            result = full.model_copy(update={"nodes": nodes})
     if as_json:
         _print_json(
             [
                 {
-                    "id": info.id,
-                    "short_id": info.id[:12],
-                    "generation": info.generation,
-                    "created_at": _when(info.created_at),
-                    "entry_count": len(info.entries),
-                    "total_size": info.total_size,
-                    "metadata": info.metadata,
-                    "parent_id": info.parent_id,
-                    "markers": marks,
+                    "id": n.id,
+                    "short_id": n.id[:12],
+                    "generation": n.generation,
+                    "created_at": _when(n.created_at),
+                    "entry_count": n.entry_count,
+                    "total_size": n.total_size,
+                    "metadata": n.metadata,
+                    "parent_id": n.parent_id,
+                    "markers": n.markers,
+                    "pins": n.pins,
+                    "on_lineage": n.on_lineage,
+                    **({"graph": n.graph, "column": n.column} if graph else {}),
                 }
-                for info, marks in out
+                for n in result.nodes
             ]
         )
         return
-    symbol = {"current": "*", "fallback": "~", "pinned": "P"}
+    fallback = result.fallback_id[:12] if result.fallback_id else "none"
     click.echo(
-        f"namespace {namespace}: CURRENT {pointer.current_id[:12]}, pointer revision "
-        f"{pointer.revision}"
+        f"namespace {namespace}: CURRENT {result.current_id[:12]}, fallback {fallback}, "
+        f"pointer revision {result.revision}"
     )
+    if graph:
+        width = max((len(line) for n in result.nodes for line in n.graph), default=1)
+        for n in result.nodes:
+            for line in n.graph[:-1]:
+                click.echo(line)
+            click.echo(
+                f"{n.graph[-1].ljust(width)}  {n.id[:12]}  gen {n.generation}  "
+                f"{_when(n.created_at)}  {n.entry_count} entries  {_size(n.total_size)}  "
+                f"{_marks(n)}  {_summary(n.metadata)}".rstrip()
+            )
+        return
     _table(
         ["", "id", "gen", "created", "entries", "size", "metadata"],
         [
             [
-                "".join(symbol[m] for m in marks),
-                info.id[:12],
-                info.generation,
-                _when(info.created_at),
-                len(info.entries),
-                _size(info.total_size),
-                _summary(info.metadata),
+                "".join(_SYMBOL[m] for m in n.markers) + ("" if n.on_lineage else "o"),
+                n.id[:12],
+                n.generation,
+                _when(n.created_at),
+                n.entry_count,
+                _size(n.total_size),
+                _summary(n.metadata),
             ]
-            for info, marks in out
+            for n in result.nodes
         ],
     )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@json_option
+@command
+def diff(db: str, a: str, b: str, as_json: bool) -> None:
+    """Show what changed from checkpoint A to checkpoint B.
+
+    Entries added (+), removed (-) and changed (~) with their sizes and, for changed ones,
+    how many bytes B still shares with A by content; metadata keys that differ; and how A
+    stands to B in the lineage (ancestor, descendant, siblings, unrelated).
+    """
+    with _open(db, readonly=True) as handle:
+        d = handle.diff(a, b)
+    if as_json:
+        _print_json(d)
+        return
+    relation = {
+        "same": "A and B are the same checkpoint",
+        "ancestor": f"A is an ancestor of B ({d.generations_b} generations back)",
+        "descendant": f"A descends from B ({d.generations_a} generations later)",
+        "siblings": (
+            f"A and B are siblings: common ancestor {str(d.common_ancestor_id)[:12]} "
+            f"({d.generations_a} and {d.generations_b} generations back)"
+        ),
+        "unrelated": "A and B are unrelated (no common stored ancestor)",
+    }[d.relation]
+    click.echo(f"A {d.a[:12]} ({d.namespace_a}, {_size(d.size_a)})")
+    click.echo(f"B {d.b[:12]} ({d.namespace_b}, {_size(d.size_b)})")
+    click.echo(relation)
+    click.echo(f"{len(d.entries)} entries differ, {d.unchanged} unchanged")
+    sign = {"added": "+", "removed": "-", "changed": "~"}
+    for e in d.entries:
+        if e.change == "added":
+            detail = _size(e.size_b or 0)
+        elif e.change == "removed":
+            detail = _size(e.size_a or 0)
+        elif not e.content_changed:
+            detail = (
+                f"same bytes; media type {e.media_type_a} -> {e.media_type_b}, schema pin "
+                f"{e.schema_pin_a} -> {e.schema_pin_b}"
+            )
+        else:
+            detail = (
+                f"{_size(e.size_a or 0)} -> {_size(e.size_b or 0)}, {_size(e.bytes_shared)} shared"
+            )
+        click.echo(f"  {sign[e.change]} {e.name}  {detail}")
+    for m in d.metadata:
+        if m.change == "added":
+            text = f"+ {m.key} = {json.dumps(m.b, ensure_ascii=False)}"
+        elif m.change == "removed":
+            text = f"- {m.key} = {json.dumps(m.a, ensure_ascii=False)}"
+        else:
+            text = (
+                f"~ {m.key}: {json.dumps(m.a, ensure_ascii=False)} -> "
+                f"{json.dumps(m.b, ensure_ascii=False)}"
+            )
+        click.echo(f"  metadata {text}")
 
 
 @main.command()
@@ -433,7 +526,7 @@ def show(db: str, checkpoint: str, as_json: bool) -> None:
     click.echo("")
     _table(
         ["entry", "size", "digest", "media type", "schema"],
-        [[e.name, e.size, e.digest, e.media_type, e.schema_pin] for e in info.entries],
+        [[e.name, _size(e.size), e.digest, e.media_type, e.schema_pin] for e in info.entries],
     )
 
 
@@ -467,11 +560,17 @@ def cat(db: str, checkpoint: str, entry: str) -> None:
 def checkout(
     db: str, checkpoint: str, directory: str, fallback: bool, force: bool, as_json: bool
 ) -> None:
-    """Materialize CHECKPOINT into DIRECTORY (files 0600, directories 0700)."""
+    """Materialize CHECKPOINT into DIRECTORY (files 0600, directories 0700).
+
+    With --fallback, a CHECKPOINT that does not verify is replaced by its newest verified
+    ancestor: that is said on stderr, --json has "disposition": "degraded_fallback" and the
+    receipt id, and the exit status is 13 (succeeded degraded).
+    """
     with _open(db) as handle, _progress("checking out", as_json) as progress:
         result = handle.checkout(
             checkpoint, directory, force=force, fallback=fallback, progress=progress
         )
+    degraded = result.disposition == "degraded_fallback"
     if as_json:
         _print_json(result)
     else:
@@ -479,6 +578,16 @@ def checkout(
             f"checked out {result.checkpoint_id[:12]} ({result.files} files, "
             f"{_size(result.bytes)}) into {result.target}"
         )
+    if degraded:
+        click.echo(
+            f"warning: fell back: {str(result.requested_id)[:12]} does not verify, so its "
+            f"newest verified ancestor {result.checkpoint_id[:12]} was checked out instead "
+            f"(fallback receipt #{result.receipt_id}; `ckptdb receipts DB --kind fallback`)",
+            err=True,
+        )
+        for r in result.rejected:
+            click.echo(f"  rejected {r.checkpoint_id[:12]}: {r.code}", err=True)
+        sys.exit(EXIT_DEGRADED)
 
 
 @main.command()
@@ -659,18 +768,39 @@ def history(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
 @click.argument("namespace")
 @click.argument("checkpoint")
 @click.option("--reason", default="set-current (cli)", show_default=True)
+@click.option(
+    "--no-verify",
+    is_flag=True,
+    help="Do not verify CHECKPOINT (and CURRENT) first; move anyway.",
+)
 @json_option
 @command
-def set_current(db: str, namespace: str, checkpoint: str, reason: str, as_json: bool) -> None:
-    """Move NAMESPACE's CURRENT to CHECKPOINT explicitly (e.g. roll back)."""
+def set_current(
+    db: str, namespace: str, checkpoint: str, reason: str, no_verify: bool, as_json: bool
+) -> None:
+    """Move NAMESPACE's CURRENT to CHECKPOINT explicitly (e.g. roll back).
+
+    CHECKPOINT is verified first (manifest and bytes) and refused if damaged. The old
+    CURRENT becomes the fallback unless it is damaged: then the previous fallback is kept
+    (or there is none), so a damaged checkpoint is never protected as the fallback.
+    """
     with _open(db) as handle:
-        pointer = handle.set_current(namespace, handle.resolve(checkpoint), reason=reason)
+        before = handle.pointer(namespace)
+        pointer = handle.set_current(
+            namespace, handle.resolve(checkpoint), reason=reason, verify=not no_verify
+        )
     if as_json:
         _print_json(pointer)
-    else:
+        return
+    click.echo(f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})")
+    fallback = pointer.fallback_id[:12] if pointer.fallback_id else "none"
+    if before is not None and before.current_id not in (pointer.fallback_id, pointer.current_id):
         click.echo(
-            f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})"
+            f"fallback: {fallback} ({before.current_id[:12]} is damaged and was not made the "
+            "fallback; see `ckptdb receipts DB --kind set_current`)"
         )
+    else:
+        click.echo(f"fallback: {fallback}")
 
 
 @main.command()

@@ -307,9 +307,10 @@ def set_current(
     *,
     expect_current: str | _Unset | None,
     reason: str,
+    fallback: tuple[int, str] | bool | None = True,
 ) -> PointerRow:
     """Move CURRENT to an existing checkpoint of the namespace (inside a write
-    transaction); returns the new pointer."""
+    transaction); returns the new pointer. ``fallback`` as in :func:`pointers.move`."""
     conn = store.conn
     target = checkpoints.require_checkpoint(conn, checkpoint_id)
     if target.namespace != namespace:
@@ -334,6 +335,7 @@ def set_current(
         new_id=target.id,
         reason=reason,
         now_ms=_now_ms(),
+        fallback=fallback,
     )
     new = pointers.pointer(conn, namespace)
     if new is None:
