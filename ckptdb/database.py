@@ -215,7 +215,8 @@ class Database:
         checkpoint. ``on_publish(session, ack)`` runs inside the commit transaction, after
         the pointer moved and before COMMIT, so an integration can write its own rows
         atomically with the checkpoint (see :meth:`write_session`). ``progress(done, total)``
-        is called as entries are hashed and staged.
+        is called in bytes as entries are read, hashed and staged (``total`` grows when an
+        entry given as a stream turns out larger than known).
         """
         ns = validation.namespace(namespace)
         metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
@@ -421,7 +422,8 @@ class Database:
         bytes (structure and manifests only). The report lists each problem found, with
         the checkpoint and entry affected; a receipt is stored.
 
-        ``progress(phase, done, total)`` is called as the check advances."""
+        ``progress(phase, done, total)`` is called as the check advances: in bytes for the
+        phase that reads chunk bytes (``"chunk bytes"``), in rows for the others."""
         with self._handle.use() as store:
             return verify.verify_database(store, quick=quick, progress=progress)
 
@@ -565,7 +567,8 @@ class Database:
         kept = {validation.checkpoint_id(c) for c in keep} if keep else None
         grace_seconds = duration_seconds(grace)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        with self._handle.use(write=True) as store:
+        # A dry run changes nothing, so it works on a read-only handle too.
+        with self._handle.use(write=not dry_run) as store:
             return gc_op.run(
                 store,
                 self.path,
@@ -586,8 +589,24 @@ class Database:
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
         simply be run again. A receipt is stored."""
         ns = validation.namespace(namespace)
-        with self._handle.use(write=True) as store:
-            return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
+        with self._handle.use(write=not dry_run) as store:
+            try:
+                return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
+            except errors.NamespaceNotFoundError:
+                # Already dropped (or never there): nothing to do, which is success.
+                return models.PruneReport(
+                    kind="drop_namespace",
+                    dry_run=dry_run,
+                    receipt_id=None,
+                    namespaces=[],
+                    checkpoints_deleted=0,
+                    deleted_ids=[],
+                    skipped=[],
+                    blobs_deleted=0,
+                    chunks_deleted=0,
+                    bytes_freed=0,
+                    at=models.from_ms(_now_ms()),
+                )
 
     def prune(
         self,
@@ -690,7 +709,7 @@ class Database:
         """Write a new, self-contained ckptdb file holding the lineage of the selected
         namespaces (all by default) -- from CURRENT back to ``since`` if given -- plus each
         fallback, and only the blobs they need. The new file is verified before it is
-        renamed into place."""
+        renamed into place. ``progress(done, total)`` counts entry bytes copied."""
         since_id = self.resolve(since) if since else None
         with self._handle.use() as store:
             return transfer.export_to(

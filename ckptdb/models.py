@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import CorruptionError
 
@@ -67,7 +67,24 @@ class CommitAck(_Model):
     logical_bytes: int = Field(description="sum of entry sizes")
     bytes_stored: int = Field(description="bytes of new blob content written by this commit")
     bytes_deduplicated: int = Field(description="bytes that were already stored")
-    committed_at: datetime
+    created_at: datetime = Field(
+        description="when this commit was acknowledged (the checkpoint's created_at for a "
+        "new checkpoint); the same name as CheckpointInfo.created_at"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "committed_at" in value:
+            value = dict(value)
+            old = value.pop("committed_at")
+            value.setdefault("created_at", old)
+        return value
+
+    @property
+    def committed_at(self) -> datetime:
+        """Deprecated alias of :attr:`created_at`."""
+        return self.created_at
 
 
 class Pointer(_Model):

@@ -38,7 +38,7 @@ def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
     if row is None:  # the pointer joined it by seq: the index on ids is damaged
         raise errors.CorruptionError(
             f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be found by "
-            "its id (a damaged index). Run `ckptdb verify`; load with fallback=True "
+            "its id (a damaged index). Run `ckptdb verify`; a load with fallback "
             "still finds it or an intact ancestor.",
             namespace=namespace,
             checkpoint_id=ptr.current_id,
