@@ -308,7 +308,12 @@ def commit(
     """Commit files and directories as one checkpoint of NAMESPACE.
 
     A file becomes an entry named by its base name; a directory contributes every regular
-    file beneath it, named by its relative path. Symlinks are refused, never followed.
+    file beneath it, named by its relative path. Symlinks are refused, never followed; a
+    directory walk skips DB and its -wal/-shm/-journal files. --meta values are JSON when
+    they parse as JSON (turn=12 is a number), else strings. --expect-current makes it a
+    compare-and-swap (exit 4 on mismatch). --json keys: checkpoint_id, namespace, parent_id,
+    generation, pointer_revision, created, entry_count, logical_bytes, bytes_stored,
+    bytes_deduplicated, created_at.
     """
     entries = entries_from_paths(paths, database=db)
     metadata = _parse_meta(meta_pairs, meta_json)
@@ -695,7 +700,19 @@ def verify(db: str, quick: bool, quiet: bool, as_json: bool) -> None:
 def sql(
     db: str, query: str, params: tuple[str, ...], timeout: float, as_json: bool, as_csv: bool
 ) -> None:
-    """Run one read-only SQL QUERY (writing statements are refused); rows are streamed."""
+    """Run one read-only SQL QUERY (writing statements are refused); rows are streamed.
+
+    The file is opened read-only and anything that would write (INSERT/UPDATE/DELETE, DDL,
+    ATTACH, VACUUM, transactions, pragmas that set a value) is refused before it runs (exit
+    9). QUERY holds exactly one statement (exit 7 otherwise). --param NAME=VALUE binds :NAME
+    (or $NAME, @NAME) to the text VALUE, e.g.
+    `ckptdb sql DB "SELECT * FROM lineage WHERE namespace = :ns" --param ns=brain`; write
+    CAST(:n AS INTEGER) where a number is needed. --timeout bounds SQLite's time on the
+    query (exit 12); Ctrl-C interrupts it cleanly (exit 130). BLOBs print as x'..' (table,
+    CSV) or {"hex": ".."} (JSON); JSON is always valid (a repeated column gets a suffix
+    x:2; non-finite floats are the strings "Infinity", "-Infinity", "NaN"). An empty result
+    still prints the header.
+    """
     bound = cli_sql.parse_params(params)
     with _open(db, readonly=True) as handle:
         try:
