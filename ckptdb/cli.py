@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.shell_completion import get_completion_class
 from pydantic import BaseModel
 
 from . import __version__, cli_sql, errors, validation
@@ -59,6 +61,9 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
 EXIT_IMPORT_SKIPPED = 11
+#: The command succeeded degraded: ``checkout --fallback`` wrote an older, verified
+#: checkpoint than the one asked for (said on stderr, ``disposition`` in --json).
+EXIT_DEGRADED = 13
 EXIT_HELP = """\b
 Exit status:
   0  success
@@ -76,6 +81,7 @@ Exit status:
      destination exists)
   11 import-from finished but skipped some source items (each listed with its reason)
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
+  13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint
   130 interrupted by Ctrl-C (`ckptdb sql`)
 """
 
@@ -154,30 +160,67 @@ def _open(path: str, **kwargs: Any) -> Iterator[Database]:
         yield db
 
 
+class _Bar:
+    """A click progress bar in bytes on stderr, with the rate beside it; click adds the
+    percentage and the ETA. One bar per phase (verify has several)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.phase: str | None = None
+        self.bar: Any = None
+        self.started = time.monotonic()
+
+    def _rate(self, _item: object) -> str:
+        elapsed = time.monotonic() - self.started
+        if self.bar is None or elapsed <= 0:
+            return ""
+        return (
+            f"{_size(self.bar.pos)} of {_size(self.bar.length)}, {_size(self.bar.pos / elapsed)}/s"
+        )
+
+    def update(self, *args: Any) -> None:
+        phase = str(args[0]) if len(args) == 3 else None
+        done, total = int(args[-2]), int(args[-1])
+        if self.bar is None or phase != self.phase:
+            self.close()
+            self.phase, self.started = phase, time.monotonic()
+            label = self.label if phase is None else f"{self.label} {phase}"
+            self.bar = click.progressbar(
+                length=max(total, 1),
+                label=label,
+                file=sys.stderr,
+                show_eta=True,
+                show_percent=True,
+                item_show_func=self._rate if phase in (None, "chunk bytes") else None,
+            )
+            self.bar.__enter__()
+        self.bar.length = max(total, 1)
+        self.bar.update(max(done - self.bar.pos, 0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
 @contextmanager
 def _progress(label: str, quiet: bool) -> Iterator[Callable[..., None] | None]:
-    """A progress bar on a terminal (stderr), nothing when piped or with --json."""
+    """Byte progress (rate, ETA) on stderr when it is a terminal; nothing when piped, with
+    --quiet or with --json."""
     if quiet or not sys.stderr.isatty():
         yield None
         return
-    bar: list[Any] = []
-
-    def update(*args: Any) -> None:
-        done, total = args[-2], args[-1]
-        if not bar:
-            bar.append(click.progressbar(length=max(total, 1), label=label, file=sys.stderr))
-            bar[0].__enter__()
-        bar[0].length = max(total, 1)
-        bar[0].update(done - bar[0].pos)
-
+    bar = _Bar(label)
     try:
-        yield update
+        yield bar.update
     finally:
-        if bar:
-            bar[0].__exit__(None, None, None)
+        bar.close()
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="No progress bar (there is none when not a terminal)."
+)
 
 
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
@@ -186,7 +229,10 @@ def main() -> None:
     """ckptdb: a single-file, transactional checkpoint database.
 
     DB is the path of a ckptdb database file. CHECKPOINT is a full id, a unique prefix of at
-    least 8 hex characters, NS@current, NS@fallback or NS~N (N generations back).
+    least 8 hex characters, or NS[@current|@fallback][~N]: a bare namespace NS is its
+    CURRENT, ~N walks N generations back. A namespace containing ~ or @ (or that looks like
+    hex) is written NS@current. Command groups take DB after the subcommand:
+    `ckptdb migrate status DB`, `ckptdb retention show DB`.
     """
 
 
@@ -245,6 +291,7 @@ def _parse_meta(pairs: Sequence[str], meta_json: str | None) -> dict[str, Any]:
     help="Compare-and-swap: commit only if CURRENT is this id ('none': empty).",
 )
 @click.option("--reason", default="commit", show_default=True, help="Recorded in the history.")
+@quiet_option
 @json_option
 @command
 def commit(
@@ -255,12 +302,18 @@ def commit(
     meta_json: str | None,
     expect_current: str | None,
     reason: str,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Commit files and directories as one checkpoint of NAMESPACE.
 
     A file becomes an entry named by its base name; a directory contributes every regular
-    file beneath it, named by its relative path. Symlinks are refused, never followed.
+    file beneath it, named by its relative path. Symlinks are refused, never followed; a
+    directory walk skips DB and its -wal/-shm/-journal files. --meta values are JSON when
+    they parse as JSON (turn=12 is a number), else strings. --expect-current makes it a
+    compare-and-swap (exit 4 on mismatch). --json keys: checkpoint_id, namespace, parent_id,
+    generation, pointer_revision, created, entry_count, logical_bytes, bytes_stored,
+    bytes_deduplicated, created_at.
     """
     entries = entries_from_paths(paths, database=db)
     metadata = _parse_meta(meta_pairs, meta_json)
@@ -271,7 +324,7 @@ def commit(
             expect = None
         else:
             expect = handle.resolve(expect_current)
-        with _progress("committing", as_json) as progress:
+        with _progress("committing", as_json or quiet) as progress:
             ack = handle.commit(
                 namespace,
                 entries,
@@ -347,68 +400,157 @@ def _summary(metadata: dict[str, Any], width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_SYMBOL = {"current": "*", "fallback": "~", "pinned": "P"}
+
+
+def _marks(node: Any) -> str:
+    words = [{"current": "CURRENT", "fallback": "fallback"}.get(m, "") for m in node.markers]
+    words = [w for w in words if w] + [f"pin: {p}" for p in node.pins]
+    return f"({', '.join(words)})" if words else ""
+
+
 @main.command()
 @click.argument("db")
 @click.argument("namespace")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most N checkpoints.")
+@click.option("--graph", is_flag=True, help="Draw the lineage like `git log --graph`.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list stored checkpoints no longer on the CURRENT lineage (pinned, retained).",
+)
 @json_option
 @command
-def log(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
-    """Show the lineage of NAMESPACE, newest first (* current, ~ fallback, P pinned)."""
+def log(
+    db: str, namespace: str, limit: int | None, graph: bool, show_all: bool, as_json: bool
+) -> None:
+    """Show the lineage of NAMESPACE, newest first.
+
+    Markers: * current, ~ fallback, P pinned; with --all, o marks a checkpoint that CURRENT
+    does not descend from. --graph draws forks (commits made on an older base) like
+    `git log --graph`; without --all it shows the lineage of CURRENT and of the fallback.
+    """
     with _open(db, readonly=True) as handle:
-        pointer = handle.pointer(namespace)
-        if pointer is None:
-            raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
-        lineage = handle.lineage(namespace, limit=limit)
-        pinned = {p.checkpoint_id for p in handle.pins(namespace)}
-    out = []
-    for info in lineage:
-        marks = []
-        if info.id == pointer.current_id:
-            marks.append("current")
-        if info.id == pointer.fallback_id:
-            marks.append("fallback")
-        if info.id in pinned:
-            marks.append("pinned")
-        out.append((info, marks))
+        if graph or show_all:
+            result = handle.log(namespace, all=show_all, limit=limit)
+        else:  # the CURRENT lineage only
+            full = handle.log(namespace)
+            nodes = [n for n in full.nodes if n.on_lineage][:limit]
+            result = full.model_copy(update={"nodes": nodes})
     if as_json:
         _print_json(
             [
                 {
-                    "id": info.id,
-                    "short_id": info.id[:12],
-                    "generation": info.generation,
-                    "created_at": _when(info.created_at),
-                    "entry_count": len(info.entries),
-                    "total_size": info.total_size,
-                    "metadata": info.metadata,
-                    "parent_id": info.parent_id,
-                    "markers": marks,
+                    "id": n.id,
+                    "short_id": n.id[:12],
+                    "generation": n.generation,
+                    "created_at": _when(n.created_at),
+                    "entry_count": n.entry_count,
+                    "total_size": n.total_size,
+                    "metadata": n.metadata,
+                    "parent_id": n.parent_id,
+                    "markers": n.markers,
+                    "pins": n.pins,
+                    "on_lineage": n.on_lineage,
+                    **({"graph": n.graph, "column": n.column} if graph else {}),
                 }
-                for info, marks in out
+                for n in result.nodes
             ]
         )
         return
-    symbol = {"current": "*", "fallback": "~", "pinned": "P"}
+    fallback = result.fallback_id[:12] if result.fallback_id else "none"
     click.echo(
-        f"namespace {namespace}: CURRENT {pointer.current_id[:12]}, pointer revision "
-        f"{pointer.revision}"
+        f"namespace {namespace}: CURRENT {result.current_id[:12]}, fallback {fallback}, "
+        f"pointer revision {result.revision}"
     )
+    if graph:
+        width = max((len(line) for n in result.nodes for line in n.graph), default=1)
+        for n in result.nodes:
+            for line in n.graph[:-1]:
+                click.echo(line)
+            click.echo(
+                f"{n.graph[-1].ljust(width)}  {n.id[:12]}  gen {n.generation}  "
+                f"{_when(n.created_at)}  {n.entry_count} entries  {_size(n.total_size)}  "
+                f"{_marks(n)}  {_summary(n.metadata)}".rstrip()
+            )
+        return
     _table(
         ["", "id", "gen", "created", "entries", "size", "metadata"],
         [
             [
-                "".join(symbol[m] for m in marks),
-                info.id[:12],
-                info.generation,
-                _when(info.created_at),
-                len(info.entries),
-                _size(info.total_size),
-                _summary(info.metadata),
+                "".join(_SYMBOL[m] for m in n.markers) + ("" if n.on_lineage else "o"),
+                n.id[:12],
+                n.generation,
+                _when(n.created_at),
+                n.entry_count,
+                _size(n.total_size),
+                _summary(n.metadata),
             ]
-            for info, marks in out
+            for n in result.nodes
         ],
     )
+
+
+@main.command()
+@click.argument("db")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@json_option
+@command
+def diff(db: str, a: str, b: str, as_json: bool) -> None:
+    """Show what changed from checkpoint A to checkpoint B.
+
+    Entries added (+), removed (-) and changed (~) with their sizes and, for changed ones,
+    how many bytes B still shares with A by content; metadata keys that differ; and how A
+    stands to B in the lineage (ancestor, descendant, siblings, unrelated).
+    """
+    with _open(db, readonly=True) as handle:
+        d = handle.diff(a, b)
+    if as_json:
+        _print_json(d)
+        return
+    relation = {
+        "same": "A and B are the same checkpoint",
+        "ancestor": f"A is an ancestor of B ({d.generations_b} generations back)",
+        "descendant": f"A descends from B ({d.generations_a} generations later)",
+        "siblings": (
+            f"A and B are siblings: common ancestor {str(d.common_ancestor_id)[:12]} "
+            f"({d.generations_a} and {d.generations_b} generations back)"
+        ),
+        "unrelated": "A and B are unrelated (no common stored ancestor)",
+    }[d.relation]
+    click.echo(f"A {d.a[:12]} ({d.namespace_a}, {_size(d.size_a)})")
+    click.echo(f"B {d.b[:12]} ({d.namespace_b}, {_size(d.size_b)})")
+    click.echo(relation)
+    click.echo(f"{len(d.entries)} entries differ, {d.unchanged} unchanged")
+    sign = {"added": "+", "removed": "-", "changed": "~"}
+    for e in d.entries:
+        if e.change == "added":
+            detail = _size(e.size_b or 0)
+        elif e.change == "removed":
+            detail = _size(e.size_a or 0)
+        elif not e.content_changed:
+            detail = (
+                f"same bytes; media type {e.media_type_a} -> {e.media_type_b}, schema pin "
+                f"{e.schema_pin_a} -> {e.schema_pin_b}"
+            )
+        else:
+            detail = (
+                f"{_size(e.size_a or 0)} -> {_size(e.size_b or 0)}, {_size(e.bytes_shared)} shared"
+            )
+        click.echo(f"  {sign[e.change]} {e.name}  {detail}")
+    for m in d.metadata:
+        if m.change == "added":
+            text = f"+ {m.key} = {json.dumps(m.b, ensure_ascii=False)}"
+        elif m.change == "removed":
+            text = f"- {m.key} = {json.dumps(m.a, ensure_ascii=False)}"
+        else:
+            text = (
+                f"~ {m.key}: {json.dumps(m.a, ensure_ascii=False)} -> "
+                f"{json.dumps(m.b, ensure_ascii=False)}"
+            )
+        click.echo(f"  metadata {text}")
 
 
 @main.command()
@@ -433,7 +575,7 @@ def show(db: str, checkpoint: str, as_json: bool) -> None:
     click.echo("")
     _table(
         ["entry", "size", "digest", "media type", "schema"],
-        [[e.name, e.size, e.digest, e.media_type, e.schema_pin] for e in info.entries],
+        [[e.name, _size(e.size), e.digest, e.media_type, e.schema_pin] for e in info.entries],
     )
 
 
@@ -462,16 +604,29 @@ def cat(db: str, checkpoint: str, entry: str) -> None:
     help="If CHECKPOINT does not verify, use its newest verified ancestor.",
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty DIRECTORY atomically.")
+@quiet_option
 @json_option
 @command
 def checkout(
-    db: str, checkpoint: str, directory: str, fallback: bool, force: bool, as_json: bool
+    db: str,
+    checkpoint: str,
+    directory: str,
+    fallback: bool,
+    force: bool,
+    quiet: bool,
+    as_json: bool,
 ) -> None:
-    """Materialize CHECKPOINT into DIRECTORY (files 0600, directories 0700)."""
-    with _open(db) as handle, _progress("checking out", as_json) as progress:
+    """Materialize CHECKPOINT into DIRECTORY (files 0600, directories 0700).
+
+    With --fallback, a CHECKPOINT that does not verify is replaced by its newest verified
+    ancestor: that is said on stderr, --json has "disposition": "degraded_fallback" and the
+    receipt id, and the exit status is 13 (succeeded degraded).
+    """
+    with _open(db) as handle, _progress("checking out", as_json or quiet) as progress:
         result = handle.checkout(
             checkpoint, directory, force=force, fallback=fallback, progress=progress
         )
+    degraded = result.disposition == "degraded_fallback"
     if as_json:
         _print_json(result)
     else:
@@ -479,16 +634,27 @@ def checkout(
             f"checked out {result.checkpoint_id[:12]} ({result.files} files, "
             f"{_size(result.bytes)}) into {result.target}"
         )
+    if degraded:
+        click.echo(
+            f"warning: fell back: {str(result.requested_id)[:12]} does not verify, so its "
+            f"newest verified ancestor {result.checkpoint_id[:12]} was checked out instead "
+            f"(fallback receipt #{result.receipt_id}; `ckptdb receipts DB --kind fallback`)",
+            err=True,
+        )
+        for r in result.rejected:
+            click.echo(f"  rejected {r.checkpoint_id[:12]}: {r.code}", err=True)
+        sys.exit(EXIT_DEGRADED)
 
 
 @main.command()
 @click.argument("db")
 @click.option("--quick", is_flag=True, help="Structure, manifests and pointers; skip bytes.")
+@quiet_option
 @json_option
 @command
-def verify(db: str, quick: bool, as_json: bool) -> None:
+def verify(db: str, quick: bool, quiet: bool, as_json: bool) -> None:
     """Verify the whole database; exit status 0 only when everything verifies."""
-    with _open(db) as handle, _progress("verifying", as_json) as progress:
+    with _open(db) as handle, _progress("verifying", as_json or quiet) as progress:
         report = handle.verify(quick=quick, progress=progress)
     if as_json:
         _print_json(report)
@@ -534,7 +700,19 @@ def verify(db: str, quick: bool, as_json: bool) -> None:
 def sql(
     db: str, query: str, params: tuple[str, ...], timeout: float, as_json: bool, as_csv: bool
 ) -> None:
-    """Run one read-only SQL QUERY (writing statements are refused); rows are streamed."""
+    """Run one read-only SQL QUERY (writing statements are refused); rows are streamed.
+
+    The file is opened read-only and anything that would write (INSERT/UPDATE/DELETE, DDL,
+    ATTACH, VACUUM, transactions, pragmas that set a value) is refused before it runs (exit
+    9). QUERY holds exactly one statement (exit 7 otherwise). --param NAME=VALUE binds :NAME
+    (or $NAME, @NAME) to the text VALUE, e.g.
+    `ckptdb sql DB "SELECT * FROM lineage WHERE namespace = :ns" --param ns=brain`; write
+    CAST(:n AS INTEGER) where a number is needed. --timeout bounds SQLite's time on the
+    query (exit 12); Ctrl-C interrupts it cleanly (exit 130). BLOBs print as x'..' (table,
+    CSV) or {"hex": ".."} (JSON); JSON is always valid (a repeated column gets a suffix
+    x:2; non-finite floats are the strings "Infinity", "-Infinity", "NaN"). An empty result
+    still prints the header.
+    """
     bound = cli_sql.parse_params(params)
     with _open(db, readonly=True) as handle:
         try:
@@ -580,13 +758,14 @@ def stats(db: str, as_json: bool) -> None:
 @click.argument("dest", type=click.Path())
 @click.option("--namespace", "namespaces", multiple=True, help="Export only these (repeatable).")
 @click.option("--since", metavar="CHECKPOINT", help="Only from this checkpoint forward.")
+@quiet_option
 @json_option
 @command
 def export_cmd(
-    db: str, dest: str, namespaces: tuple[str, ...], since: str | None, as_json: bool
+    db: str, dest: str, namespaces: tuple[str, ...], since: str | None, quiet: bool, as_json: bool
 ) -> None:
     """Write a new self-contained ckptdb file DEST with the selected lineage."""
-    with _open(db) as handle, _progress("exporting", as_json) as progress:
+    with _open(db) as handle, _progress("exporting", as_json or quiet) as progress:
         receipt = handle.export(
             dest, namespaces=list(namespaces) or None, since=since, progress=progress
         )
@@ -598,13 +777,14 @@ def export_cmd(
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--namespace", "namespaces", multiple=True, help="Import only these (repeatable).")
 @click.option("--overwrite", is_flag=True, help="Move conflicting CURRENT pointers anyway.")
+@quiet_option
 @json_option
 @command
 def import_cmd(
-    db: str, source: str, namespaces: tuple[str, ...], overwrite: bool, as_json: bool
+    db: str, source: str, namespaces: tuple[str, ...], overwrite: bool, quiet: bool, as_json: bool
 ) -> None:
     """Merge the checkpoints of the ckptdb file SOURCE into DB (idempotent)."""
-    with _open(db) as handle, _progress("importing", as_json) as progress:
+    with _open(db) as handle, _progress("importing", as_json or quiet) as progress:
         receipt = handle.import_file(
             source, namespaces=list(namespaces) or None, overwrite=overwrite, progress=progress
         )
@@ -659,18 +839,39 @@ def history(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
 @click.argument("namespace")
 @click.argument("checkpoint")
 @click.option("--reason", default="set-current (cli)", show_default=True)
+@click.option(
+    "--no-verify",
+    is_flag=True,
+    help="Do not verify CHECKPOINT (and CURRENT) first; move anyway.",
+)
 @json_option
 @command
-def set_current(db: str, namespace: str, checkpoint: str, reason: str, as_json: bool) -> None:
-    """Move NAMESPACE's CURRENT to CHECKPOINT explicitly (e.g. roll back)."""
+def set_current(
+    db: str, namespace: str, checkpoint: str, reason: str, no_verify: bool, as_json: bool
+) -> None:
+    """Move NAMESPACE's CURRENT to CHECKPOINT explicitly (e.g. roll back).
+
+    CHECKPOINT is verified first (manifest and bytes) and refused if damaged. The old
+    CURRENT becomes the fallback unless it is damaged: then the previous fallback is kept
+    (or there is none), so a damaged checkpoint is never protected as the fallback.
+    """
     with _open(db) as handle:
-        pointer = handle.set_current(namespace, handle.resolve(checkpoint), reason=reason)
+        before = handle.pointer(namespace)
+        pointer = handle.set_current(
+            namespace, handle.resolve(checkpoint), reason=reason, verify=not no_verify
+        )
     if as_json:
         _print_json(pointer)
-    else:
+        return
+    click.echo(f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})")
+    fallback = pointer.fallback_id[:12] if pointer.fallback_id else "none"
+    if before is not None and before.current_id not in (pointer.fallback_id, pointer.current_id):
         click.echo(
-            f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})"
+            f"fallback: {fallback} ({before.current_id[:12]} is damaged and was not made the "
+            "fallback; see `ckptdb receipts DB --kind set_current`)"
         )
+    else:
+        click.echo(f"fallback: {fallback}")
 
 
 @main.command()
@@ -805,6 +1006,7 @@ def keep_options(fn: F) -> F:
     metavar="N",
     help="Also trim each namespace's pointer history to its newest N moves.",
 )
+@quiet_option
 @json_option
 @command
 def gc(
@@ -821,6 +1023,7 @@ def gc(
     grace: str,
     dry_run: bool,
     keep_history: int | None,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Delete what retention does not keep and return the space to the OS.
@@ -839,7 +1042,10 @@ def gc(
         keep_best,
         keep_matching,
     )
-    with _open(db) as handle, _progress("collecting", as_json) as progress:
+    with (
+        _open(db, readonly=dry_run) as handle,
+        _progress("collecting", as_json or quiet) as progress,
+    ):
         report = handle.gc(
             policy,
             namespaces=list(namespaces) or None,
@@ -848,9 +1054,16 @@ def gc(
             keep_history=keep_history,
             progress=progress,
         )
+        unset = policy is None and not handle.retention()
     if as_json:
         _print_json(report)
         return
+    if unset:
+        click.echo(
+            "no retention policy is set, so every checkpoint is kept; pass --keep-* rules "
+            "(e.g. --keep-last 10 --keep-within 7d) or store a policy with "
+            "`ckptdb retention set DB --keep-...`"
+        )
     verb = "would delete" if report.dry_run else "deleted"
     click.echo(
         f"{verb} {report.checkpoints_deleted} of {report.checkpoints_examined} checkpoints "
@@ -869,9 +1082,22 @@ def gc(
             click.echo(f"  ... and {len(report.deleted_ids) - 20} more (--json lists all)")
 
 
-@main.group()
+class _GroupDbLast(click.Group):
+    """A command group used as ``ckptdb GROUP SUBCOMMAND DB [ARGS]`` (the one documented
+    order for every group). ``ckptdb GROUP DB SUBCOMMAND`` is accepted as well."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if len(args) >= 2 and args[0] not in self.commands and args[1] in self.commands:
+            args = [args[1], args[0], *args[2:]]
+        return super().parse_args(ctx, args)
+
+
+@main.group(cls=_GroupDbLast)
 def retention() -> None:
-    """Stored retention policies that `ckptdb gc` applies by default."""
+    """Stored retention policies that `ckptdb gc` applies by default.
+
+    Usage: ckptdb retention show|set|clear DB [OPTIONS].
+    """
 
 
 @retention.command(name="show")
@@ -1012,8 +1238,9 @@ def _prune_output(report: Any, as_json: bool) -> None:
         f"{verb} {report.checkpoints_deleted} checkpoints, {report.blobs_deleted} blobs, "
         f"{report.chunks_deleted} chunks: {_size(report.bytes_freed)} freed"
     )
+    why = {"protected": "a CURRENT, a fallback or pinned"}
     for skip in report.skipped:
-        click.echo(f"kept {skip.checkpoint_id[:12]}: {skip.detail}")
+        click.echo(f"kept {skip.checkpoint_id[:12]}: {why.get(skip.code, skip.detail)}")
 
 
 @main.command(name="drop-namespace")
@@ -1025,8 +1252,11 @@ def _prune_output(report: Any, as_json: bool) -> None:
 @command
 def drop_namespace(db: str, namespace: str, force: bool, dry_run: bool, as_json: bool) -> None:
     """Delete NAMESPACE with its pointer, history and checkpoints."""
-    with _open(db) as handle:
+    with _open(db, readonly=dry_run) as handle:
         report = handle.drop_namespace(namespace, force=force, dry_run=dry_run)
+    if not report.namespaces and not as_json:
+        click.echo(f"nothing to drop: there is no namespace {namespace!r} (any more)")
+        return
     _prune_output(report, as_json)
 
 
@@ -1055,27 +1285,25 @@ def prune(
     _prune_output(report, as_json)
 
 
-@main.group()
-@click.argument("db")
-@click.pass_context
-def migrate(ctx: click.Context, db: str) -> None:
-    """Inspect and apply schema migrations of DB: status, plan, up, history."""
-    ctx.obj = {"db": db}
+@main.group(cls=_GroupDbLast)
+def migrate() -> None:
+    """Inspect and apply schema migrations: status, plan, up, history.
+
+    Usage: ckptdb migrate status|plan|up|history DB [OPTIONS].
+    """
 
 
-def _open_for_migration(ctx: click.Context, readonly: bool = False, timeout: float = 30.0) -> Any:
-    return _open(
-        ctx.obj["db"], migrate="check", create=False, readonly=readonly, busy_timeout=timeout
-    )
+def _open_for_migration(db: str, readonly: bool = False, timeout: float = 30.0) -> Any:
+    return _open(db, migrate="check", create=False, readonly=readonly, busy_timeout=timeout)
 
 
 @migrate.command(name="status")
+@click.argument("db")
 @json_option
-@click.pass_context
 @command
-def migrate_status(ctx: click.Context, as_json: bool) -> None:
+def migrate_status(db: str, as_json: bool) -> None:
     """The file's version, this ckptdb's version and what is pending."""
-    with _open_for_migration(ctx, readonly=True) as handle:
+    with _open_for_migration(db, readonly=True) as handle:
         status = handle.migration_status()
     if as_json:
         _print_json(status)
@@ -1093,13 +1321,13 @@ def migrate_status(ctx: click.Context, as_json: bool) -> None:
 
 
 @migrate.command(name="plan")
+@click.argument("db")
 @click.option("--to", type=click.IntRange(min=1), help="Stop at this version.")
 @json_option
-@click.pass_context
 @command
-def migrate_plan(ctx: click.Context, to: int | None, as_json: bool) -> None:
+def migrate_plan(db: str, to: int | None, as_json: bool) -> None:
     """Print the SQL that `up` would run."""
-    with _open_for_migration(ctx, readonly=True) as handle:
+    with _open_for_migration(db, readonly=True) as handle:
         plan = handle.migration_plan(to=to)
     if as_json:
         _print_json(plan)
@@ -1112,6 +1340,7 @@ def migrate_plan(ctx: click.Context, to: int | None, as_json: bool) -> None:
 
 
 @migrate.command(name="up")
+@click.argument("db")
 @click.option("--to", type=click.IntRange(min=1), help="Stop at this version.")
 @click.option("--backup", "backup_path", type=click.Path(), help="Where to write the backup.")
 @click.option("--no-backup", is_flag=True, help="Do not take a backup first.")
@@ -1123,10 +1352,9 @@ def migrate_plan(ctx: click.Context, to: int | None, as_json: bool) -> None:
     help="Seconds to wait for another writer before refusing.",
 )
 @json_option
-@click.pass_context
 @command
 def migrate_up(
-    ctx: click.Context,
+    db: str,
     to: int | None,
     backup_path: str | None,
     no_backup: bool,
@@ -1137,7 +1365,7 @@ def migrate_up(
     if backup_path and no_backup:
         raise errors.InvalidInputError("--backup and --no-backup exclude each other")
     backup: Any = False if no_backup else (backup_path or True)
-    with _open_for_migration(ctx, timeout=timeout) as handle:
+    with _open_for_migration(db, timeout=timeout) as handle:
         result = handle.migrate(to=to, backup=backup)
     if as_json:
         _print_json(result)
@@ -1153,12 +1381,12 @@ def migrate_up(
 
 
 @migrate.command(name="history")
+@click.argument("db")
 @json_option
-@click.pass_context
 @command
-def migrate_history(ctx: click.Context, as_json: bool) -> None:
+def migrate_history(db: str, as_json: bool) -> None:
     """Applied migrations with checksum, time and the ckptdb version that applied them."""
-    with _open_for_migration(ctx, readonly=True) as handle:
+    with _open_for_migration(db, readonly=True) as handle:
         rows = handle.migration_history()
     if as_json:
         _print_json(rows)
@@ -1185,10 +1413,17 @@ def migrate_history(ctx: click.Context, as_json: bool) -> None:
 @click.argument("db")
 @click.option("--namespace", help="Namespace to import into (default: derived from the source).")
 @click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
+@quiet_option
 @json_option
 @command
 def import_from(
-    kind: str, source: str, db: str, namespace: str | None, dry_run: bool, as_json: bool
+    kind: str,
+    source: str,
+    db: str,
+    namespace: str | None,
+    dry_run: bool,
+    quiet: bool,
+    as_json: bool,
 ) -> None:
     """Import checkpoints from another store (idempotent: a second run imports nothing new).
 
@@ -1200,7 +1435,7 @@ def import_from(
       state-dir         an engine-state directory with a manifest written last
       langgraph-sqlite  a LangGraph SqliteSaver database (needs ckptdb[langgraph])
     """
-    with _open(db) as handle, _progress("importing", as_json) as progress:
+    with _open(db) as handle, _progress("importing", as_json or quiet) as progress:
         report = run_import(
             handle, kind, source, namespace=namespace, dry_run=dry_run, progress=progress
         )
@@ -1234,6 +1469,59 @@ def demo(db: str) -> None:
 
 # `ckptdb replicate` and `ckptdb restore` live with the replication code.
 register_replication(main, command=command, json_option=json_option, print_json=_print_json)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    bash:  eval "$(ckptdb completion bash)"    (e.g. in ~/.bashrc)
+    zsh:   eval "$(ckptdb completion zsh)"     (e.g. in ~/.zshrc)
+    fish:  ckptdb completion fish > ~/.config/fish/completions/ckptdb.fish
+    """
+    cls = get_completion_class(shell)
+    assert cls is not None  # the choices are the shells click supports
+    click.echo(cls(main, {}, "ckptdb", "_CKPTDB_COMPLETE").source())
+
+
+#: One short, whole sentence per command for `ckptdb --help` (click would cut the first
+#: sentence of the docstring mid-way at 80 columns).
+SHORT_HELP = {
+    "cat": "Write the verified bytes of an entry to stdout.",
+    "checkout": "Materialize a checkpoint into a directory.",
+    "commit": "Commit files and directories as one checkpoint.",
+    "completion": "Print the shell completion script.",
+    "current": "Show the CURRENT checkpoint of a namespace.",
+    "demo": "Run the Quickstart tour (your data is safe).",
+    "diff": "Show what changed between two checkpoints.",
+    "drop-namespace": "Delete a namespace and its checkpoints.",
+    "export": "Write the selected lineage to a new ckptdb file.",
+    "gc": "Delete what retention does not keep.",
+    "history": "Show every move of a namespace's CURRENT.",
+    "import": "Merge the checkpoints of another ckptdb file.",
+    "import-from": "Import checkpoints from another kind of store.",
+    "init": "Create an empty database.",
+    "log": "Show the lineage of a namespace (--graph, --all).",
+    "migrate": "Inspect and apply schema migrations.",
+    "namespaces": "List namespaces with their CURRENT checkpoint.",
+    "pin": "Pin a checkpoint: protected from GC.",
+    "pins": "List pins with their checkpoints.",
+    "prune": "Delete checkpoints whose metadata matches.",
+    "receipts": "List stored receipts, newest first.",
+    "replicate": "Replicate DB to a Litestream replica.",
+    "restore": "Restore a Litestream replica into a new file.",
+    "retention": "Show, set or clear stored retention policies.",
+    "set-current": "Move CURRENT explicitly (e.g. roll back).",
+    "show": "Show the manifest of a checkpoint.",
+    "sql": "Run one read-only SQL query.",
+    "stats": "Show file size, counts and deduplication.",
+    "unpin": "Remove a pin.",
+    "verify": "Verify the whole database.",
+}
+for _name, _text in SHORT_HELP.items():
+    main.commands[_name].short_help = _text
 
 
 if __name__ == "__main__":

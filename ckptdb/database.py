@@ -14,17 +14,20 @@ from contextlib import contextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from . import errors, models, validation
+from . import errors, models, references, validation
 from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
 from .extension import Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
+from .ops import diff as diff_op
 from .ops import gc as gc_op
+from .ops import graph as graph_op
 from .ops import load as load_op
 from .ops import migrate as migrate_op
 from .ops import open as open_op
 from .ops import query as query_module
 from .ops import refs, stats, transfer, verify
+from .ops import rollback as rollback_op
 from .ops.checkpoint import Checkpoint
 from .ops.handle import Handle
 from .ops.load import LoadResult, Validator
@@ -212,7 +215,8 @@ class Database:
         checkpoint. ``on_publish(session, ack)`` runs inside the commit transaction, after
         the pointer moved and before COMMIT, so an integration can write its own rows
         atomically with the checkpoint (see :meth:`write_session`). ``progress(done, total)``
-        is called as entries are hashed and staged.
+        is called in bytes as entries are read, hashed and staged (``total`` grows when an
+        entry given as a stream turns out larger than known).
         """
         ns = validation.namespace(namespace)
         metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
@@ -253,15 +257,32 @@ class Database:
         *,
         expect_current: str | _Unset | None = UNSET,
         reason: str = "set_current",
+        verify: bool = True,
     ) -> models.Pointer:
         """Explicitly move CURRENT to an existing checkpoint of the namespace (e.g. roll back
-        to a verified ancestor). The move is recorded in the pointer history."""
+        to a verified ancestor). The move is recorded in the pointer history.
+
+        ``verify`` (default True) first checks the target's manifest and every byte and
+        refuses a damaged one with CorruptionError (nothing moves). The checkpoint CURRENT
+        named becomes the fallback -- unless it is known to be damaged: then the previous
+        fallback is kept (when intact and not the target) or there is none, and a
+        ``set_current`` receipt records why. With ``verify`` the current checkpoint is
+        verified to decide that; without it, a stored fallback receipt that rejected it as
+        corrupt decides (see :mod:`ckptdb.ops.rollback`)."""
         ns = validation.namespace(namespace)
         validation.checkpoint_id(checkpoint_id)
         _reason(reason)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            ptr = commit_op.set_current(
-                store, ns, checkpoint_id, expect_current=expect_current, reason=reason
+        if not isinstance(verify, bool):
+            raise errors.InvalidInputError("verify must be True or False")
+        with self._handle.use(write=True) as store:
+            ptr, _damage = rollback_op.set_current(
+                self._handle,
+                store,
+                ns,
+                checkpoint_id,
+                expect_current=expect_current,
+                reason=reason,
+                verify=verify,
             )
             return refs.pointer_model(ptr)
 
@@ -301,6 +322,31 @@ class Database:
         with self._handle.use() as store, store.conn.read_transaction():
             return [cp.info for cp in refs.verified_lineage(self._handle, store, ns, _limit(limit))]
 
+    def log(
+        self, namespace: str, *, all: bool = False, limit: int | None = None
+    ) -> models.LineageLog:
+        """The checkpoints of a namespace, newest first, each with its markers (current,
+        fallback, pinned), its pins, whether CURRENT descends from it, and a git-log-like
+        graph drawing. By default the lineage of CURRENT and of the fallback (so a fork made
+        with ``base=`` shows); ``all=True`` adds every other stored checkpoint of the
+        namespace (kept by a pin or a retention rule, no longer on the CURRENT lineage)."""
+        ns = validation.namespace(namespace)
+        if not isinstance(all, bool):
+            raise errors.InvalidInputError("all must be True or False")
+        with self._handle.use() as store, store.conn.read_transaction():
+            return graph_op.log(self._handle, store, ns, all=all, limit=_limit(limit))
+
+    def diff(self, a: str, b: str) -> models.CheckpointDiff:
+        """What changed from checkpoint ``a`` to checkpoint ``b`` (any references
+        :meth:`resolve` accepts): entries added, removed and changed -- with sizes and, for
+        changed ones, how many bytes are shared by content (same chunk digests) --, the
+        metadata keys that differ, and how ``a`` stands to ``b`` in the lineage (same,
+        ancestor, descendant, siblings with their common ancestor, unrelated).
+        ``diff(a, a)`` is empty; ``diff(b, a)`` mirrors ``diff(a, b)``."""
+        first, second = self.resolve(a), self.resolve(b)
+        with self._handle.use() as store, store.conn.read_transaction():
+            return diff_op.diff(self._handle, store, first, second)
+
     def namespaces(self) -> list[models.NamespaceInfo]:
         """Every namespace that has a CURRENT pointer, by name."""
         with self._handle.use() as store, store.conn.read_transaction():
@@ -309,11 +355,12 @@ class Database:
     def resolve(self, ref: str) -> str:
         """Turn a reference into a full checkpoint id.
 
-        Accepts a full id, a unique hex prefix of at least 8 characters, ``NS@current``,
-        ``NS@fallback`` or ``NS~N`` (N generations back from CURRENT along the lineage).
+        Accepts a full id, a unique hex prefix of at least 8 characters, or a namespace
+        position ``NS[@current|@fallback][~N]`` (a bare ``NS`` is its CURRENT; ``~N`` walks
+        N generations back along the lineage). The grammar, including how to name a
+        namespace that contains ``~`` or ``@``, is in :mod:`ckptdb.references`.
         """
-        if not isinstance(ref, str) or not ref:
-            raise errors.InvalidReferenceError("empty checkpoint reference")
+        references.parse_reference(ref)  # malformed input is refused before any I/O
         with self._handle.use() as store, store.conn.read_transaction():
             return refs.resolve(self._handle, store, ref)
 
@@ -375,7 +422,8 @@ class Database:
         bytes (structure and manifests only). The report lists each problem found, with
         the checkpoint and entry affected; a receipt is stored.
 
-        ``progress(phase, done, total)`` is called as the check advances."""
+        ``progress(phase, done, total)`` is called as the check advances: in bytes for the
+        phase that reads chunk bytes (``"chunk bytes"``), in rows for the others."""
         with self._handle.use() as store:
             return verify.verify_database(store, quick=quick, progress=progress)
 
@@ -519,7 +567,8 @@ class Database:
         kept = {validation.checkpoint_id(c) for c in keep} if keep else None
         grace_seconds = duration_seconds(grace)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        with self._handle.use(write=True) as store:
+        # A dry run changes nothing, so it works on a read-only handle too.
+        with self._handle.use(write=not dry_run) as store:
             return gc_op.run(
                 store,
                 self.path,
@@ -540,8 +589,24 @@ class Database:
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
         simply be run again. A receipt is stored."""
         ns = validation.namespace(namespace)
-        with self._handle.use(write=True) as store:
-            return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
+        with self._handle.use(write=not dry_run) as store:
+            try:
+                return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
+            except errors.NamespaceNotFoundError:
+                # Already dropped (or never there): nothing to do, which is success.
+                return models.PruneReport(
+                    kind="drop_namespace",
+                    dry_run=dry_run,
+                    receipt_id=None,
+                    namespaces=[],
+                    checkpoints_deleted=0,
+                    deleted_ids=[],
+                    skipped=[],
+                    blobs_deleted=0,
+                    chunks_deleted=0,
+                    bytes_freed=0,
+                    at=models.from_ms(_now_ms()),
+                )
 
     def prune(
         self,
@@ -611,13 +676,27 @@ class Database:
         """Materialize a checkpoint (any reference :meth:`resolve` accepts) into a
         directory: written to a temporary sibling, fsynced, then renamed into place. Files
         are 0600, directories 0700; symlinks are never followed. With ``fallback``, the
-        newest verified ancestor is used when the checkpoint itself does not verify."""
+        newest verified ancestor is used when the checkpoint itself does not verify: the
+        result then has ``disposition="degraded_fallback"``, the ``requested_id`` and the
+        ``receipt_id`` of the fallback receipt. ``progress(done, total)`` counts bytes."""
         checkpoint_id = self.resolve(ref)
+        loaded = None
         if fallback:
-            cp = self.load_checkpoint(checkpoint_id, fallback=True).checkpoint
+            loaded = self.load_checkpoint(checkpoint_id, fallback=True)
+            cp = loaded.checkpoint
         else:
             cp = self.get(checkpoint_id)
-        return checkout_op.checkout(cp, target, force=force, progress=progress)
+        result = checkout_op.checkout(cp, target, force=force, progress=progress)
+        if loaded is None or loaded.receipt is None:
+            return result.model_copy(update={"requested_id": checkpoint_id})
+        return result.model_copy(
+            update={
+                "requested_id": checkpoint_id,
+                "disposition": loaded.disposition,
+                "receipt_id": loaded.receipt.receipt_id,
+                "rejected": list(loaded.receipt.rejected),
+            }
+        )
 
     def export(
         self,
@@ -630,7 +709,7 @@ class Database:
         """Write a new, self-contained ckptdb file holding the lineage of the selected
         namespaces (all by default) -- from CURRENT back to ``since`` if given -- plus each
         fallback, and only the blobs they need. The new file is verified before it is
-        renamed into place."""
+        renamed into place. ``progress(done, total)`` counts entry bytes copied."""
         since_id = self.resolve(since) if since else None
         with self._handle.use() as store:
             return transfer.export_to(

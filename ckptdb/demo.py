@@ -33,6 +33,13 @@ def run(path: str) -> Iterator[str]:
     """Run the demo against the database at ``path``, yielding lines to show."""
     yield f"ckptdb demo -- database {os.path.abspath(path)}"
     with open_database(path) as db:
+        if db.pointer(NAMESPACE) is not None:
+            # Each run tells the same story: the previous run's namespace starts over.
+            dropped = db.drop_namespace(NAMESPACE, force=True)
+            yield (
+                f"   (removed the previous demo run: {dropped.checkpoints_deleted} checkpoints "
+                f"of namespace {NAMESPACE!r}; nothing else is touched)"
+            )
         yield ""
         yield f"1. Committing 3 checkpoints of an agent's state to namespace {NAMESPACE!r}"
         for turn in (1, 2, 3):

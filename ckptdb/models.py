@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import CorruptionError
 
@@ -67,7 +67,24 @@ class CommitAck(_Model):
     logical_bytes: int = Field(description="sum of entry sizes")
     bytes_stored: int = Field(description="bytes of new blob content written by this commit")
     bytes_deduplicated: int = Field(description="bytes that were already stored")
-    committed_at: datetime
+    created_at: datetime = Field(
+        description="when this commit was acknowledged (the checkpoint's created_at for a "
+        "new checkpoint); the same name as CheckpointInfo.created_at"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "committed_at" in value:
+            value = dict(value)
+            old = value.pop("committed_at")
+            value.setdefault("created_at", old)
+        return value
+
+    @property
+    def committed_at(self) -> datetime:
+        """Deprecated alias of :attr:`created_at`."""
+        return self.created_at
 
 
 class Pointer(_Model):
@@ -170,13 +187,25 @@ class Receipt(_Model):
 
 
 class CheckoutResult(_Model):
-    """What ``checkout`` wrote."""
+    """What ``checkout`` wrote. With fallback, ``checkpoint_id`` is what was written and
+    ``requested_id`` what was asked for; they differ exactly when ``disposition`` is
+    ``degraded_fallback``."""
 
     checkpoint_id: str
     namespace: str
     target: str
     files: int
     bytes: int
+    requested_id: str | None = Field(default=None, description="the checkpoint asked for")
+    disposition: Literal["exact", "degraded_fallback"] = Field(
+        default="exact", description="degraded_fallback: an older, verified checkpoint was used"
+    )
+    receipt_id: int | None = Field(
+        default=None, description="the fallback receipt, when the checkout fell back"
+    )
+    rejected: list[Rejection] = Field(
+        default_factory=list, description="checkpoints that did not verify, and why"
+    )
 
 
 class Stats(_Model):
@@ -344,3 +373,99 @@ class MigrationResult(_Model):
     backup_path: str | None
     backup_verified: bool
     receipt_id: int | None
+
+
+class EntryDiff(_Model):
+    """One entry that differs between two checkpoints (``a`` is the first, ``b`` the second)."""
+
+    name: str
+    change: Literal["added", "removed", "changed"] = Field(
+        description="added: only in b; removed: only in a; changed: in both, different"
+    )
+    size_a: int | None = Field(description="size in a (None when added)")
+    size_b: int | None = Field(description="size in b (None when removed)")
+    digest_a: str | None
+    digest_b: str | None
+    content_changed: bool = Field(
+        description="False when only the media type or schema pin changed, not the bytes"
+    )
+    bytes_shared: int = Field(
+        description="bytes of b's content also stored in a's (same chunk digests; 0 unless "
+        "changed). Large entries are chunked: an entry that changed a little shares the rest"
+    )
+    media_type_a: str | None = None
+    media_type_b: str | None = None
+    schema_pin_a: str | None = None
+    schema_pin_b: str | None = None
+
+
+class MetadataDiff(_Model):
+    """One top-level metadata key that differs."""
+
+    key: str
+    change: Literal["added", "removed", "changed"]
+    a: Any = Field(default=None, description="the value in a (absent when added)")
+    b: Any = Field(default=None, description="the value in b (absent when removed)")
+
+
+class CheckpointDiff(_Model):
+    """What changed from checkpoint ``a`` to checkpoint ``b`` (``Database.diff(a, b)``)."""
+
+    a: str = Field(description="id of the first checkpoint")
+    b: str = Field(description="id of the second checkpoint")
+    namespace_a: str
+    namespace_b: str
+    relation: Literal["same", "ancestor", "descendant", "siblings", "unrelated"] = Field(
+        description="how a stands to b: same checkpoint; a is an ancestor of b; a is a "
+        "descendant of b; siblings (a common ancestor, neither descends from the other); "
+        "unrelated (no common ancestor among the stored lineage)"
+    )
+    common_ancestor_id: str | None = Field(
+        description="the newest checkpoint both lineages share (a or b itself when one "
+        "descends from the other; None when unrelated)"
+    )
+    generations_a: int | None = Field(description="generations from the common ancestor to a")
+    generations_b: int | None = Field(description="generations from the common ancestor to b")
+    entries: list[EntryDiff] = Field(description="differing entries, by name")
+    unchanged: int = Field(description="entries identical in both")
+    size_a: int = Field(description="total entry bytes of a")
+    size_b: int = Field(description="total entry bytes of b")
+    metadata: list[MetadataDiff] = Field(description="differing top-level metadata keys")
+
+    @property
+    def empty(self) -> bool:
+        """True when the two manifests have the same entries and metadata."""
+        return not self.entries and not self.metadata
+
+
+class LogNode(_Model):
+    """One checkpoint of a namespace as ``log`` shows it (``Database.log``)."""
+
+    id: str
+    generation: int
+    created_at: datetime
+    parent_id: str | None
+    entry_count: int
+    total_size: int
+    metadata: dict[str, Any]
+    markers: list[Literal["current", "fallback", "pinned"]]
+    pins: list[str] = Field(description="names of the pins on this checkpoint")
+    on_lineage: bool = Field(description="True when CURRENT descends from it (or it is CURRENT)")
+    column: int = Field(description="its lane in the graph drawing (0 = leftmost)")
+    graph: list[str] = Field(
+        description="the drawing: connector lines first (forks joining), the node's line last"
+    )
+
+
+class LineageLog(_Model):
+    """The checkpoints of a namespace, newest first, with a git-log-like graph."""
+
+    namespace: str
+    current_id: str
+    fallback_id: str | None
+    revision: int
+    all: bool = Field(
+        description="True: every stored checkpoint of the namespace; False: "
+        "the lineage of CURRENT and of the fallback"
+    )
+    nodes: list[LogNode]

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import errors, validation
 
@@ -91,12 +91,18 @@ class KeepBest(BaseModel):
 
 class RetentionPolicy(BaseModel):
     """Rules for what GC keeps (see the module docstring). Empty = keep only the protected
-    checkpoints (every CURRENT, its fallback and pins)."""
+    checkpoints (every CURRENT, its fallback and pins).
+
+    ``keep_within`` takes a duration (``"7d"``, ``"36h"``, ``"1d12h"`` or seconds) and holds
+    whole seconds. The old name ``keep_within_seconds`` is still read (policies stored by
+    earlier versions use it) and is a deprecated read-only alias."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     keep_last: int | None = Field(default=None, ge=1)
-    keep_within_seconds: int | None = Field(default=None, ge=0)
+    keep_within: int | None = Field(
+        default=None, ge=0, description="keep everything newer than this many seconds"
+    )
     keep_every: int | None = Field(default=None, ge=1)
     keep_hourly: int | None = Field(default=None, ge=1)
     keep_daily: int | None = Field(default=None, ge=1)
@@ -117,10 +123,27 @@ class RetentionPolicy(BaseModel):
                 f"invalid retention policy ({problems}); see RetentionPolicy for the rules"
             ) from exc
 
-    @field_validator("keep_within_seconds", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "keep_within_seconds" in value:
+            value = dict(value)
+            old = value.pop("keep_within_seconds")
+            if old is not None:
+                if value.get("keep_within") is not None:
+                    raise ValueError("give keep_within only (keep_within_seconds is its old name)")
+                value["keep_within"] = old
+        return value
+
+    @field_validator("keep_within", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value)
+
+    @property
+    def keep_within_seconds(self) -> int | None:
+        """Deprecated alias of :attr:`keep_within` (seconds)."""
+        return self.keep_within
 
     @field_validator("keep_matching", mode="before")
     @classmethod
@@ -136,10 +159,8 @@ class RetentionPolicy(BaseModel):
 
     @classmethod
     def build(cls, **rules: Any) -> RetentionPolicy:
-        """Construct from keyword rules, accepting ``keep_within="7d"``; bad rules raise
+        """Construct from keyword rules (the same as the constructor's); bad rules raise
         InvalidInputError."""
-        if "keep_within" in rules:
-            rules["keep_within_seconds"] = rules.pop("keep_within")
         try:
             return cls.model_validate(rules)
         except ValueError as exc:
@@ -202,8 +223,8 @@ def kept_by_policy(policy: RetentionPolicy, candidates: list[Candidate], now_ms:
         keep |= _newest_per_bucket(
             lineage, lambda c: (c.created_at_ms // DAY_MS + 3) // 7, policy.keep_weekly
         )
-    if policy.keep_within_seconds is not None:
-        cutoff = now_ms - policy.keep_within_seconds * 1000
+    if policy.keep_within is not None:
+        cutoff = now_ms - policy.keep_within * 1000
         keep |= {c.seq for c in candidates if c.created_at_ms >= cutoff}
     for best in policy.keep_best:
         scored = [

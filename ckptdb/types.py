@@ -11,22 +11,42 @@ class Entry:
     """An entry value with optional attributes that become part of the manifest.
 
     ``value`` is bytes, str (stored as UTF-8), a path (``os.PathLike``) or a binary file
-    object (streamed). ``media_type`` (e.g. ``application/json``) and ``schema`` (a schema
-    pin such as ``graph-snapshot/v3``) are recorded in the manifest and the checkpoint id.
+    object (streamed). ``media_type`` (e.g. ``application/json``) and ``schema_pin`` (a
+    schema pin such as ``graph-snapshot/v3``; the same name as ``EntryInfo.schema_pin`` and
+    the ``entry.schema_pin`` column) are recorded in the manifest and the checkpoint id.
+    ``schema=`` is the deprecated old name of ``schema_pin=``.
     """
 
-    __slots__ = ("media_type", "schema", "value")
+    __slots__ = ("media_type", "schema_pin", "value")
 
-    def __init__(self, value: Any, *, media_type: str | None = None, schema: str | None = None):
+    def __init__(
+        self,
+        value: Any,
+        *,
+        media_type: str | None = None,
+        schema_pin: str | None = None,
+        schema: str | None = None,
+    ):
+        if schema is not None and schema_pin is not None:
+            raise errors.InvalidEntryError(
+                "give schema_pin only (schema is its deprecated old name)"
+            )
         self.value = value
         self.media_type = validation.optional_label(
             media_type, "media_type", validation.MAX_MEDIA_TYPE_CHARS
         )
-        self.schema = validation.optional_label(schema, "schema", validation.MAX_SCHEMA_CHARS)
+        self.schema_pin = validation.optional_label(
+            schema_pin if schema is None else schema, "schema_pin", validation.MAX_SCHEMA_CHARS
+        )
+
+    @property
+    def schema(self) -> str | None:
+        """Deprecated alias of :attr:`schema_pin`."""
+        return self.schema_pin
 
     def __repr__(self) -> str:
         kind = type(self.value).__name__
-        return f"Entry({kind}, media_type={self.media_type!r}, schema={self.schema!r})"
+        return f"Entry({kind}, media_type={self.media_type!r}, schema_pin={self.schema_pin!r})"
 
 
 class BlobRef:

@@ -183,7 +183,9 @@ def test_current_namespaces_log_show(populated: Path) -> None:
     assert run_json("show", str(populated), log[0]["id"][:8])["id"] == log[0]["id"]
     assert run("show", str(populated), "brain@fallback").stdout.count(log[1]["id"]) == 1
     assert run_json("show", str(populated), "nope@current", code=3)["code"] == "namespace_not_found"
-    assert run_json("show", str(populated), "zz", code=7)["code"] == "invalid_reference"
+    assert run_json("show", str(populated), "zz", code=3)["code"] == "namespace_not_found"
+    assert run_json("show", str(populated), "zz@", code=3)["code"] == "namespace_not_found"
+    assert run_json("show", str(populated), " zz", code=7)["code"] == "invalid_reference"
     assert run_json("current", str(populated), "ghost", code=3)["code"] == "namespace_not_found"
 
 
@@ -283,9 +285,15 @@ def test_checkout_fallback_uses_verified_ancestor(populated: Path, tmp_path: Pat
     err = run_json("checkout", str(populated), "brain@current", str(tmp_path / "o1"), code=5)
     assert err["code"] == "corrupt"
     assert not (tmp_path / "o1").exists()
-    out = run_json("checkout", str(populated), "brain@current", str(tmp_path / "o2"), "--fallback")
+    out = run_json(
+        "checkout", str(populated), "brain@current", str(tmp_path / "o2"), "--fallback", code=13
+    )
     assert (tmp_path / "o2" / "a.txt").read_bytes() == b"alpha\n"
     assert out["checkpoint_id"] == run_json("show", str(populated), "brain~1")["id"]
+    assert out["disposition"] == "degraded_fallback" and out["receipt_id"] >= 1
+    assert out["requested_id"] == run_json("show", str(populated), "brain")["id"]
+    said = run("checkout", str(populated), "brain", str(tmp_path / "o3"), "--fallback", code=13)
+    assert "fell back" in said.stderr and "receipt #" in said.stderr
 
 
 def test_verify_exit_status_and_report(populated: Path) -> None:

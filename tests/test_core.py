@@ -212,8 +212,11 @@ def test_resolve_references(db: ckptdb.Database) -> None:
     assert db.resolve("brain~3") == acks[0].checkpoint_id
     with pytest.raises(errors.CheckpointNotFoundError):
         db.resolve("brain~4")
+    assert db.resolve("brain") == head  # a bare namespace is its CURRENT
+    with pytest.raises(errors.NamespaceNotFoundError):
+        db.resolve("abc")  # a bare name is a namespace (issue 17); this one has none
     with pytest.raises(errors.InvalidReferenceError):
-        db.resolve("abc")
+        db.resolve(" abc")
     with pytest.raises(errors.NamespaceNotFoundError):
         db.resolve("nobody@current")
 

@@ -476,20 +476,30 @@ class Connection:
 
         with self._lock:
             cursor = self._raw.cursor()
+            prepared: list[str] = []
+
+            def trace(traced: apsw.Cursor, _sql: str, _bindings: object) -> bool:
+                # Column names while the statement is prepared: a query that returns no
+                # rows still has them (its output still gets a header).
+                prepared[:] = [d[0] for d in traced.get_description()]
+                return True
+
+            cursor.exec_trace = trace
             self._raw.set_authorizer(_authorize_read)
             self._raw.set_progress_handler(progress, steps)
             try:
                 try:
                     cursor.execute(sql, params)
+                    complete = False
                     try:
                         names = [d[0] for d in cursor.get_description()]
                     except apsw.ExecutionCompleteError:
-                        names = []
+                        names, complete = list(prepared), True
                 except _DRIVER_ERRORS as exc:
                     raise _translate(exc, "SQL") from exc
 
                 def rows() -> Iterator[Row]:
-                    if not names:
+                    if not names or complete:
                         return
                     try:
                         for row in cursor:

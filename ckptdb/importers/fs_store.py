@@ -89,7 +89,7 @@ def _entries(
             )
         fh.seek(0)
         value: Any = fh.read() if size <= _INLINE_LIMIT else fh
-        entries[relative] = Entry(value, schema=schema)
+        entries[relative] = Entry(value, schema_pin=schema)
     return entries
 
 

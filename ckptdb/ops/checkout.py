@@ -147,9 +147,10 @@ def _dir_fds(root_fd: int) -> Iterator[dict[str, int]]:
 def _write_tree(cp: Checkpoint, root_fd: int, progress: Progress | None) -> tuple[int, int]:
     names = list(cp.entries)
     total = len(names)
+    total_bytes = cp.total_size
     written_bytes = 0
     with _dir_fds(root_fd) as dir_fds:
-        for index, name in enumerate(names, start=1):
+        for name in names:
             parent = ""
             parts = name.split("/")
             for part in parts[:-1]:
@@ -169,11 +170,11 @@ def _write_tree(cp: Checkpoint, root_fd: int, progress: Progress | None) -> tupl
                         done = os.write(fd, view)
                         view = view[done:]
                     written_bytes += len(piece)
+                    if progress is not None:  # by bytes: a large entry moves the bar too
+                        progress(min(written_bytes, total_bytes), total_bytes)
                 _fsync_fd(fd)
             finally:
                 os.close(fd)
-            if progress is not None:
-                progress(index, total)
         for fd in dir_fds.values():
             _fsync_fd(fd)
     return total, written_bytes
@@ -205,8 +206,8 @@ def _inspect_target(parent_fd: int, leaf: str, path: str, force: bool) -> bool:
         os.close(fd)
     if occupied and not force:
         raise errors.UnsafePathError(
-            f"{path} is not empty; choose an empty or new directory, or pass force=True "
-            "(--force) to replace it atomically"
+            f"{path} is not empty; choose an empty or new directory, or ask for it to be "
+            "replaced atomically (force)"
         )
     return True
 

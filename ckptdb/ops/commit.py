@@ -20,6 +20,7 @@ from ..store.rows import PointerRow
 from ..types import UNSET, Entry, _Unset
 from .handle import Handle
 from .prepare import INLINE_BUDGET, PreparedEntry, prepare
+from .progress import CommitBytes
 
 __all__ = ["UNSET", "CommitPlan", "build_ack", "commit", "publish", "set_current"]
 
@@ -70,7 +71,7 @@ def build_ack(
         logical_bytes=logical,
         bytes_stored=stored,
         bytes_deduplicated=max(logical - stored, 0),
-        committed_at=models.from_ms(now_ms),
+        created_at=models.from_ms(now_ms),
     )
 
 
@@ -91,15 +92,16 @@ def prepare_plan(
     now = _now_ms()
     budget = [INLINE_BUDGET]
     prepared: list[PreparedEntry] = []
+    counter = None if progress is None else CommitBytes(progress, entries)  # bytes
     for name in names:
         value = entries[name]
         media_type = schema = None
         if isinstance(value, Entry):
             media_type, schema, value = value.media_type, value.schema, value.value
-        blob = prepare(store.blobs, value, budget, now)
+        blob = prepare(store.blobs, value, budget, now, None if counter is None else counter.read)
         prepared.append(PreparedEntry(name, blob, media_type, schema))
-        if progress is not None:
-            progress(len(prepared), len(names))
+        if counter is not None:
+            counter.entry_done(name, 0 if blob.reference else blob.size)
     return CommitPlan(
         namespace, prepared, metadata_json, expect_current, reason, base=base, on_publish=on_publish
     )
@@ -307,9 +309,10 @@ def set_current(
     *,
     expect_current: str | _Unset | None,
     reason: str,
+    fallback: tuple[int, str] | bool | None = True,
 ) -> PointerRow:
     """Move CURRENT to an existing checkpoint of the namespace (inside a write
-    transaction); returns the new pointer."""
+    transaction); returns the new pointer. ``fallback`` as in :func:`pointers.move`."""
     conn = store.conn
     target = checkpoints.require_checkpoint(conn, checkpoint_id)
     if target.namespace != namespace:
@@ -334,6 +337,7 @@ def set_current(
         new_id=target.id,
         reason=reason,
         now_ms=_now_ms(),
+        fallback=fallback,
     )
     new = pointers.pointer(conn, namespace)
     if new is None:

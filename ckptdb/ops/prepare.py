@@ -13,7 +13,7 @@ import hashlib
 import io
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -21,6 +21,7 @@ from .. import canonical, errors
 from ..store import codec
 from ..store.blobs import BackgroundHash, BlobStore, DigestList, EncodedChunk, PreparedBlob
 from ..types import BlobRef
+from .progress import CountingReader
 
 #: Streamed/path entries small enough to inline are read into memory only up to this many
 #: bytes per commit; beyond it they are staged as chunks so memory stays bounded.
@@ -149,9 +150,16 @@ def _fill(source: IO[bytes], view: memoryview) -> int:
     return pos
 
 
-def prepare(blobs: BlobStore, value: Any, budget: list[int], now_ms: int) -> PreparedBlob:
+def prepare(
+    blobs: BlobStore,
+    value: Any,
+    budget: list[int],
+    now_ms: int,
+    on_bytes: Callable[[int], None] | None = None,
+) -> PreparedBlob:
     """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
-    in-memory allowance of this commit for streamed values (mutated)."""
+    in-memory allowance of this commit for streamed values (mutated). ``on_bytes(n)`` is
+    told of every ``n`` bytes read from a path or stream (byte progress)."""
     if isinstance(value, BlobRef):
         return PreparedBlob(value.digest, value.size, reference=True)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -168,12 +176,16 @@ def prepare(blobs: BlobStore, value: Any, budget: list[int], now_ms: int) -> Pre
         return _prepare_bytes(blobs, data, now_ms)
     if isinstance(value, os.PathLike):
         snapshot = _open_regular_file(value)
-        with io.BufferedReader(snapshot) as reader:  # closing it closes the file
+        source: io.RawIOBase = (
+            snapshot if on_bytes is None else CountingReader(snapshot, on_bytes, owns=True)
+        )
+        with io.BufferedReader(source) as reader:  # closing it closes the file
             prepared = _prepare_stream(blobs, reader, budget, now_ms)
             snapshot.check_unchanged()
             return prepared
     if hasattr(value, "read"):
-        return _prepare_stream(blobs, value, budget, now_ms)
+        stream = value if on_bytes is None else CountingReader(value, on_bytes)
+        return _prepare_stream(blobs, stream, budget, now_ms)  # type: ignore[arg-type]
     raise errors.InvalidEntryError(
         f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
         "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"

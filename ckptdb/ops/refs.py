@@ -4,6 +4,8 @@ the verified lineage walk."""
 from __future__ import annotations
 
 from .. import errors, models, validation
+from ..connection import Connection
+from ..references import format_reference, parse_reference
 from ..store import Store, checkpoints, pointers
 from ..store.rows import CheckpointRow, PointerRow
 from .checkpoint import Checkpoint
@@ -36,7 +38,7 @@ def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
     if row is None:  # the pointer joined it by seq: the index on ids is damaged
         raise errors.CorruptionError(
             f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be found by "
-            "its id (a damaged index). Run `ckptdb verify`; load with fallback=True "
+            "its id (a damaged index). Run `ckptdb verify`; a load with fallback "
             "still finds it or an intact ancestor.",
             namespace=namespace,
             checkpoint_id=ptr.current_id,
@@ -82,48 +84,55 @@ def verified_lineage(
 
 
 def resolve(handle: Handle, store: Store, ref: str) -> str:
-    """See :meth:`ckptdb.Database.resolve` (inside a read transaction)."""
+    """See :meth:`ckptdb.Database.resolve` and :mod:`ckptdb.references` (inside a read
+    transaction)."""
     conn = store.conn
-    for suffix in ("@current", "@fallback"):
-        if ref.endswith(suffix) and len(ref) > len(suffix):
-            ns = validation.namespace(ref[: -len(suffix)])
-            ptr = pointers.pointer(conn, ns)
-            if ptr is None:
-                raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
-            pointers.check_pointer(ptr)  # both ids are sealed by the pointer digest
-            target = ptr.current_id if suffix == "@current" else ptr.fallback_id
-            if target is None:
-                raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
-            return target
-    head, sep, tail = ref.rpartition("~")
-    if sep and head and tail.isdigit():
-        ns = validation.namespace(head)
-        back = int(tail)
-        if pointers.pointer(conn, ns) is None:
-            raise errors.NamespaceNotFoundError(f"namespace {ns!r} has no CURRENT")
-        walk = verified_lineage(handle, store, ns, back + 1)
-        if len(walk) <= back:
-            raise errors.CheckpointNotFoundError(
-                f"{ref}: the stored lineage of {ns!r} is only {len(walk)} deep"
-            )
-        return walk[back].id
-    lowered = ref.lower()
+    parsed = parse_reference(ref)
+    if parsed.id_prefix is not None:
+        return _resolve_id(conn, ref, parsed.id_prefix)
+    assert parsed.namespace is not None
+    ns = parsed.namespace
+    ptr = pointers.pointer(conn, ns)
+    if ptr is None:
+        raise errors.NamespaceNotFoundError(
+            f"{ref[:80]!r} names namespace {ns!r}, which has no CURRENT"
+        )
+    pointers.check_pointer(ptr)  # both ids are sealed by the pointer digest
+    if parsed.anchor == "current":
+        if parsed.back == 0:
+            return ptr.current_id
+        walk = [cp.id for cp in verified_lineage(handle, store, ns, parsed.back + 1)]
+    else:
+        if ptr.fallback_id is None:
+            raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
+        if parsed.back == 0:
+            return ptr.fallback_id
+        walk = [
+            checkpoint(handle, store, row).id
+            for row in checkpoints.lineage(conn, ptr.fallback_id, parsed.back + 1)
+        ]
+    if len(walk) <= parsed.back:
+        raise errors.CheckpointNotFoundError(
+            f"{ref}: the stored lineage of {ns!r} from its {parsed.anchor} is only {len(walk)} deep"
+        )
+    return walk[parsed.back]
+
+
+def _resolve_id(conn: Connection, ref: str, lowered: str) -> str:
     if validation.is_full_id(lowered):
         checkpoints.require_checkpoint(conn, lowered)
         return lowered
-    if len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered):
-        found = checkpoints.checkpoint_ids_by_prefix(conn, lowered)
-        if not found:
-            raise errors.CheckpointNotFoundError(f"no checkpoint id starts with {ref!r}")
-        if len(found) > 1:
-            raise errors.InvalidReferenceError(
-                f"{ref!r} matches several checkpoints; give more characters"
-            )
-        return found[0]
-    raise errors.InvalidReferenceError(
-        f"{ref!r} is not a checkpoint reference: give a full id, a unique prefix of at "
-        "least 8 hex characters, NS@current, NS@fallback or NS~N"
-    )
+    found = checkpoints.checkpoint_ids_by_prefix(conn, lowered)
+    if not found:
+        hint = ""
+        if pointers.pointer(conn, ref) is not None:
+            hint = f"; for the namespace of that name write {format_reference(ref)!r}"
+        raise errors.CheckpointNotFoundError(f"no checkpoint id starts with {ref!r}{hint}")
+    if len(found) > 1:
+        raise errors.InvalidReferenceError(
+            f"{ref!r} matches several checkpoints; give more characters"
+        )
+    return found[0]
 
 
 def namespaces(store: Store) -> list[models.NamespaceInfo]:

@@ -81,6 +81,8 @@ class _Copier:
         self.dst_blobs = dst.blobs
         self.counts = _Counts()
         self._scratch = bytearray()
+        #: called with the size of each chunk staged (byte progress)
+        self.on_bytes: Callable[[int], None] | None = None
 
     def _copy_chunk(
         self, chunk_id: int, digest: str, size: int, codec_id: int, stored_size: int, now_ms: int
@@ -137,6 +139,8 @@ class _Copier:
                 )
             for c in chunks:
                 self._copy_chunk(*c, now_ms)
+                if self.on_bytes is not None:
+                    self.on_bytes(c[2])
             staged[entry.digest] = [c[1] for c in chunks]
         return staged
 
@@ -221,17 +225,29 @@ def _copy_rows(
     ordered = sorted(rows, key=lambda r: (r.namespace, r.generation, r.id))
     prepared = []
     staged: dict[str, list[str]] = {}
-    for index, row in enumerate(ordered, start=1):
+    # Progress counts the entry bytes of the checkpoints copied (chunk by chunk while a
+    # large one is staged); writing the rows afterwards is quick.
+    total = sum(r.total_size for r in ordered)
+    done = [0, 0]  # bytes of the checkpoints staged, bytes staged of the current one
+
+    def tick(n: int) -> None:
+        done[1] += n
+        if progress is not None:
+            progress(min(done[0] + done[1], total), total)
+
+    copier.on_bytes = tick if progress is not None else None
+    for row in ordered:
         entries = _verified_entries(copier.src, row)
+        done[1] = 0
         staged.update(copier.stage_chunks(entries, now_ms))
         prepared.append((row, entries))
+        done[0] += row.total_size
         if progress is not None:
-            progress(index, len(ordered) * 2)
+            progress(done[0], total)
+    copier.on_bytes = None
     with copier.dst.write_transaction():
-        for index, (row, entries) in enumerate(prepared, start=1):
+        for row, entries in prepared:
             copier.copy_checkpoint(row, entries, staged, now_ms)
-            if progress is not None:
-                progress(len(ordered) + index, len(ordered) * 2)
         if after is not None:
             after()
 

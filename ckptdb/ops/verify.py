@@ -58,8 +58,9 @@ def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
 def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tuple[set[int], int]:
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
-    total = blobs.count_chunks(conn)
-    checked = 0
+    # Progress of this phase is in stored bytes (it is the one that reads them).
+    total = blobs.stored_bytes(conn)[1] if progress is not None else 0
+    checked = done = 0
     for chunk_id, digest, size, codec_id, stored_size, data in blobs.iter_chunks_with_bytes(conn):
         checked += 1
         if not (
@@ -86,7 +87,8 @@ def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tup
                     "chunk_corrupt", f"chunk {chunk_id} does not match its digest", digest=digest
                 )
         if progress is not None:
-            progress("chunks", checked, total)
+            done += len(data) if isinstance(data, bytes) else 0
+            progress("chunk bytes", min(done, total), total)
     return bad, checked
 
 

@@ -68,7 +68,7 @@ def restore(
     exists = os.path.lexists(target)
     if exists and not force:
         raise errors.RestoreTargetExistsError(
-            f"{target} exists; restore refuses to overwrite it without force=True (--force)"
+            f"{target} exists; restore does not overwrite it unless asked to (force)"
         )
     if exists and not os.path.isfile(target):
         raise errors.InvalidInputError(f"{target} exists and is not a regular file")

@@ -77,9 +77,8 @@ def pin(
             return existing
         if not replace:
             raise errors.ConflictError(
-                f"pin {name!r} already protects {existing.checkpoint_id[:12]}; pass "
-                "replace=True (--replace) to move it to "
-                f"{target.id[:12]}, or choose another name",
+                f"pin {name!r} already protects {existing.checkpoint_id[:12]}; replace it "
+                f"to move it to {target.id[:12]}, or choose another name",
                 expected=existing.checkpoint_id,
                 actual=target.id,
             )
