@@ -281,6 +281,12 @@ class Database:
             # session): a queued commit would wait for a leader that waits for this thread.
             with self._handle.use(write=True) as store:
                 return commit_op.commit(self._handle, store, prepare(store, progress))
+        if self._group.try_lead():
+            # Nobody else is committing: the plain path, holding the lead so that commits
+            # arriving meanwhile queue up for the next batch.
+            return self._group.lead_alone(
+                lambda store: commit_op.commit(self._handle, store, prepare(store, progress))
+            )
         self._handle.check_writable()
         plan = group_op.prepare_unlocked(
             self._handle.store.chunk_size, [entries[n] for n in names], prepare, progress

@@ -1,10 +1,9 @@
 """Group commit: concurrent commits on one handle share one transaction and one fsync.
 
 Real threads on real files. A batch is formed deterministically: the test thread holds the
-handle (an open ``write_session``), so the first committing thread becomes the leader and
-waits for the handle while the others queue behind it, in the order they were started
-(each is started only once the previous one is queued). Leaving the session lets the leader
-publish the whole queue as one batch.
+lead (``GroupCommit.held``), so committing threads queue, in the order they were started
+(each is started only once the previous one is queued); the end of the hold lets one of
+them lead and publish the whole queue as one batch.
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ def run_batch(
             outcomes[i].error = exc
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(calls))]
-    with db.write_session():
+    with group.held():
         for i, thread in enumerate(threads):
             thread.start()
             _wait_for(lambda i=i: group.queued == i + 1, f"commit {i} to queue")  # type: ignore[misc]

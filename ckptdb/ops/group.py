@@ -29,9 +29,11 @@ took before group commit existed.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -80,15 +82,26 @@ class _Offline:
 def _in_memory(value: Any, limit: int) -> bool:
     """True for a value whose preparation has no side effect and can be repeated: bytes,
     text or a reference, small enough that it is not staged (a stream cannot be re-read)."""
+    kind = type(value)
+    if kind is bytes:  # the common case first: this runs for every entry of every commit
+        return len(value) <= limit
     if isinstance(value, Entry):
         value = value.value
     if isinstance(value, BlobRef):
         return True
-    if isinstance(value, bytes | bytearray | memoryview):
-        return value.nbytes <= limit if isinstance(value, memoryview) else len(value) <= limit
+    if isinstance(value, memoryview):
+        return value.nbytes <= limit
+    if isinstance(value, bytes | bytearray):
+        return len(value) <= limit
     if isinstance(value, str):
         return len(value) * 4 <= limit  # at most 4 bytes per character in UTF-8
     return False
+
+
+@functools.lru_cache(maxsize=8)
+def _offline_store(chunk_size: int) -> Store:
+    # A store keeps no state between calls, so one per chunk size serves every thread.
+    return Store.on(cast(Connection, _Offline()), chunk_size)
 
 
 def prepare_unlocked(
@@ -107,11 +120,11 @@ def prepare_unlocked(
     dropped -- it had no side effect -- and the caller prepares again under the lock.
     """
     values = list(values)
-    if not all(_in_memory(v, chunk_size) for v in values):
-        return None
-    offline = Store.on(cast(Connection, _Offline()), chunk_size)
+    for value in values:
+        if not _in_memory(value, chunk_size):
+            return None
     try:
-        plan = prepare(offline, None)
+        plan = prepare(_offline_store(chunk_size), None)
     except _NeedsConnection:
         return None
     if progress is not None:
@@ -166,9 +179,13 @@ class GroupCommit:
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
-        self._cond = threading.Condition(threading.Lock())
+        # Sections that only read or change the queue take the bare lock (cheaper than the
+        # condition's Python-level enter); waiting and notifying go through the condition.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._queue: list[_Request] = []
         self._leading = False
+        self._waiters = 0
         #: write transactions run by leaders, and the commits they published
         self.batches = 0
         self.commits = 0
@@ -178,31 +195,82 @@ class GroupCommit:
         """Commits waiting for a leader (diagnostics and tests)."""
         return len(self._queue)
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lead without publishing: commits queue until the block ends, then
+        leave as one batch in the order they queued (tests and the fault sweep use it to
+        form a batch deterministically)."""
+        with self._cond:
+            self._waiters += 1
+            try:
+                while self._leading:
+                    self._cond.wait()
+            finally:
+                self._waiters -= 1
+            self._leading = True
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._leading = False
+                if self._waiters:
+                    self._cond.notify_all()
+
+    def try_lead(self) -> bool:
+        """Become the leader at once if there is none and nobody is queued -- a lone
+        caller, which then runs :meth:`lead_alone`."""
+        with self._mutex:
+            if self._leading or self._queue:
+                return False
+            self._leading = True
+            return True
+
+    def lead_alone(self, run: Callable[[Store], models.CommitAck]) -> models.CommitAck:
+        """After :meth:`try_lead`: prepare and publish under the handle exactly as a commit
+        did before group commit (``run`` does both), then hand the lead to whoever queued
+        meanwhile. A lone caller so pays for nothing it does not use."""
+        try:
+            with self._handle.use(write=True) as store:
+                self.batches += 1
+                ack = run(store)
+                self.commits += 1
+                return ack
+        finally:
+            with self._mutex:
+                self._leading = False
+                if self._waiters:
+                    self._cond.notify_all()
+
     def commit(self, plan: CommitPlan) -> models.CommitAck:
         """Publish a prepared plan in the next batch; returns its acknowledgement once the
         batch's COMMIT returned, or raises its own error."""
         req = _Request(plan)
         with self._cond:
-            self._queue.append(req)
-            try:
-                while not req.done and self._leading:
-                    self._cond.wait()
-            except BaseException:
-                self._withdraw(req)
-                raise
-            lead = not req.done
-            if lead:
-                self._leading = True
-        if lead:
-            try:
-                # Usually once; again if this commit went back to the queue because another
-                # member's I/O error cost the whole transaction.
-                while not req.done:
-                    self._lead()
-            finally:
-                with self._cond:
-                    self._withdraw(req)  # only an interrupted leader's commit is still queued
-                    self._leading = False
+            if self._leading or self._queue:
+                self._queue.append(req)
+                self._waiters += 1
+                try:
+                    while not req.done and self._leading:
+                        self._cond.wait()
+                except BaseException:
+                    self._withdraw(req)
+                    raise
+                finally:
+                    self._waiters -= 1
+                if req.done:
+                    return req.outcome()
+            # No leader (a lone caller goes straight here, never queued): lead.
+            self._leading = True
+        try:
+            # Usually once; again if this commit went back to the queue because another
+            # member's I/O error cost the whole transaction.
+            while not req.done:
+                self._lead(req)
+        finally:
+            with self._mutex:
+                self._withdraw(req)  # only an interrupted leader's commit is still queued
+                self._leading = False
+                if self._waiters:
                     self._cond.notify_all()
         return req.outcome()
 
@@ -210,14 +278,18 @@ class GroupCommit:
         if not req.done and req in self._queue:
             self._queue.remove(req)
 
-    def _lead(self) -> None:
+    def _lead(self, own: _Request) -> None:
         batch: list[_Request] = []
         try:
             with self._handle.use(write=True) as store:
                 # Drained only once the handle is ours: whatever queued while the leader
-                # waited for it joins this batch.
-                with self._cond:
-                    batch, self._queue = self._queue, []
+                # waited for it joins this batch. (An empty queue is read without the lock:
+                # whoever queues after this look waits for the next leader.)
+                if self._queue:
+                    with self._mutex:
+                        batch, self._queue = self._queue, []
+                if own not in batch:
+                    batch.insert(0, own)  # the leader's own commit, if it never queued
                 self.batches += 1
                 if len(batch) == 1:
                     self._run_one(store, batch[0])
@@ -227,8 +299,10 @@ class GroupCommit:
             # The handle refused (closed, read-only, reconnect failed) before any batch
             # began: nothing was written for anyone waiting.
             if not batch:
-                with self._cond:
+                with self._mutex:
                     batch, self._queue = self._queue, []
+                if own not in batch:
+                    batch.insert(0, own)
             for req in batch:
                 if not req.settled:
                     req.fail(_copy_error(exc))
@@ -238,13 +312,17 @@ class GroupCommit:
     def _finish(self, batch: list[_Request]) -> None:
         """Hand settled outcomes to their threads; put unsettled members back at the head
         of the queue (their writes were rolled back with the transaction)."""
+        if len(batch) == 1 and batch[0].settled and not self._waiters:
+            batch[0].done = True  # a lone leader's own outcome: no other thread reads it
+            return
         with self._cond:
             retry = [r for r in batch if not r.settled]
             self._queue[:0] = retry
             for req in batch:
                 if req.settled:
                     req.done = True
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
 
     def _run_one(self, store: Store, req: _Request) -> None:
         try:
