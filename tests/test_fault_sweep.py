@@ -16,6 +16,7 @@ def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
     assert set(result["per_operation"]) == {
         "commit-small",
         "commit-chunked",
+        "commit-group",
         "gc",
         "export",
         "migrate",

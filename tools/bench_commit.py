@@ -3,6 +3,7 @@
     python tools/bench_commit.py                 # full run (small commits + 1 GiB entry)
     python tools/bench_commit.py --quick         # seconds, for CI / a smoke check
     python tools/bench_commit.py --json out.json
+    python tools/bench_commit.py --only threads  # group commit: 8 threads vs 1, one handle
 
 Small commits: 3 entries of 1 KiB with fresh content each time, durable (fsync) in all
 three contenders, measured in interleaved rounds in one run and reported as ratios:
@@ -13,6 +14,12 @@ three contenders, measured in interleaved rounds in one run and reported as rati
 * ``floor``     -- a bare apsw ``BEGIN IMMEDIATE`` inserting the same three byte strings,
   WAL + synchronous=FULL, same page size as ckptdb: the cost of one durable SQLite commit.
 * ``ckptdb``    -- ``Database.commit`` (hash, manifest, entries, pointer move, history).
+
+Threads: 8 threads committing small commits (the same 3 x 1 KiB, a namespace each) through
+ONE handle vs 1 thread on that handle, with group commit (the default) and without it
+(``group_commit=False``: every commit its own transaction, the behaviour before group
+commit), all four measured in interleaved rounds in one run. Also the single caller's
+median latency with and without group commit (a lone caller must pay nothing for it).
 
 Large entry: write and read of one streamed entry vs. writing the same bytes to a plain file
 with fsync and reading them back; peak RSS growth of the ckptdb process.
@@ -29,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,6 +168,93 @@ def small_commits(rounds: int, per_round: int, workdir: Path) -> dict[str, objec
     }
 
 
+def threaded_commits(
+    rounds: int, per_round: int, workdir: Path, threads: int = 8
+) -> dict[str, object]:
+    """Throughput of ``threads`` threads vs 1 thread on one handle, with and without group
+    commit; and a lone caller's latency with and without it."""
+    handles = {
+        "group": ckptdb.open(workdir / "group.ckpt"),
+        "before": ckptdb.open(workdir / "before.ckpt", group_commit=False),
+    }
+    counter = [0]
+
+    def batch(n: int) -> list[dict[str, bytes]]:
+        out = [fresh_entries(10**9 + counter[0] + k) for k in range(n)]
+        counter[0] += n
+        return out
+
+    def one_thread(db: ckptdb.Database) -> tuple[float, float]:
+        work = batch(per_round)
+        latencies = []
+        t0 = time.perf_counter()
+        for entries in work:
+            t = time.perf_counter()
+            db.commit("solo", entries)
+            latencies.append(time.perf_counter() - t)
+        return per_round / (time.perf_counter() - t0), statistics.median(latencies)
+
+    grouped = [0, 0]  # transactions and commits of the group handle's threaded runs
+
+    def many_threads(db: ckptdb.Database) -> float:
+        per_thread = per_round // threads
+        work = [batch(per_thread) for _ in range(threads)]
+        start = threading.Barrier(threads + 1)
+
+        def worker(t: int) -> None:
+            start.wait()
+            for entries in work[t]:
+                db.commit(f"t{t}", entries)
+
+        pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+        for thread in pool:
+            thread.start()
+        before = db.commit_batches
+        start.wait()
+        t0 = time.perf_counter()
+        for thread in pool:
+            thread.join()
+        rate = per_thread * threads / (time.perf_counter() - t0)
+        after = db.commit_batches
+        grouped[0] += after[0] - before[0]
+        grouped[1] += after[1] - before[1]
+        return rate
+
+    for db in handles.values():  # warm up
+        one_thread(db)
+        many_threads(db)
+    rates: dict[str, list[float]] = {}
+    latency: dict[str, list[float]] = {"group": [], "before": []}
+    grouped[:] = [0, 0]
+    for _ in range(rounds):
+        for name, db in handles.items():
+            rate, lat = one_thread(db)
+            rates.setdefault(f"{name}_1_thread", []).append(rate)
+            latency[name].append(lat)
+            rates.setdefault(f"{name}_{threads}_threads", []).append(many_threads(db))
+    for db in handles.values():
+        db.close()
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    lat = {name: statistics.median(values) for name, values in latency.items()}
+    return {
+        "commits_per_second": {k: round(v, 1) for k, v in med.items()},
+        f"group_{threads}_threads_vs_1_thread": round(
+            med[f"group_{threads}_threads"] / med["group_1_thread"], 2
+        ),
+        f"before_{threads}_threads_vs_1_thread": round(
+            med[f"before_{threads}_threads"] / med["before_1_thread"], 2
+        ),
+        f"group_vs_before_{threads}_threads": round(
+            med[f"group_{threads}_threads"] / med[f"before_{threads}_threads"], 2
+        ),
+        "single_caller_latency_us": {k: round(v * 1e6, 1) for k, v in lat.items()},
+        "single_caller_latency_group_vs_before": round(lat["group"] / lat["before"], 3),
+        f"group_{threads}_threads_commits_per_transaction": round(grouped[1] / grouped[0], 2),
+        "rounds": rounds,
+        "commits_per_round": per_round,
+    }
+
+
 LARGE_WORKER = r"""
 import hashlib, json, os, sys, time
 sys.path.insert(0, sys.argv[3])
@@ -252,18 +347,27 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temp dir)")
+    parser.add_argument(
+        "--only", choices=["small", "threads", "large"], help="run one part of the benchmark"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ckptdb-bench-", dir=args.dir))
     try:
-        results = {
-            "sqlite": apsw.sqlite_lib_version(),
-            "small_commit": small_commits(
+        results: dict[str, object] = {"sqlite": apsw.sqlite_lib_version()}
+        if args.only in (None, "small"):
+            results["small_commit"] = small_commits(
                 rounds=3 if args.quick else 7,
                 per_round=50 if args.quick else 300,
                 workdir=workdir,
-            ),
-            "large_entry": large_entry(64 << 20 if args.quick else 1 << 30, workdir),
-        }
+            )
+        if args.only in (None, "threads"):
+            results["threads"] = threaded_commits(
+                rounds=3 if args.quick else 7,
+                per_round=80 if args.quick else 800,
+                workdir=workdir,
+            )
+        if args.only in (None, "large"):
+            results["large_entry"] = large_entry(64 << 20 if args.quick else 1 << 30, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(results, indent=2))

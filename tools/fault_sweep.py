@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -207,11 +208,73 @@ def _migrate_op() -> Operation:
     return Operation("migrate", setup, run, state)
 
 
+GROUP = 3  # members of the concurrent batch
+
+
+def _group_op() -> Operation:
+    """GROUP threads committing through one handle at once, published as one batch (group
+    commit): the namespaces must all show the old state or all the new one."""
+    names = [f"ns{i}" for i in range(GROUP)]
+    entries = [{"state": f"new{i}".encode(), "g": bytes([i]) * 3000} for i in range(GROUP)]
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        with _open(path, vfs) as db:
+            base = {ns: db.commit(ns, {"state": b"base"}).checkpoint_id for ns in names}
+        return {"base": base}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _open(path, vfs) as db:
+            group = db._group  # how the sweep knows every member has queued
+            assert group is not None
+            results: list[Any] = [None] * GROUP
+
+            def member(i: int) -> None:
+                try:
+                    results[i] = db.commit(names[i], entries[i])
+                except errors.CkptdbError as exc:
+                    results[i] = exc
+
+            threads = [threading.Thread(target=member, args=(i,)) for i in range(GROUP)]
+            # Holding the lead makes every member queue; the end of the hold releases
+            # them as one batch.
+            with group.held():
+                for i, thread in enumerate(threads):
+                    thread.start()
+                    while group.queued < i + 1:
+                        time.sleep(0.001)
+            for thread in threads:
+                thread.join()
+        failures = [r for r in results if isinstance(r, errors.CkptdbError)]
+        if failures:
+            raise failures[0]
+        return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with _open(path) as db:
+            if not db.verify().ok:
+                return "broken:verify"
+            seen = []
+            for i, ns in enumerate(names):
+                cp = db.current(ns)
+                assert cp is not None
+                cp.verify()
+                if cp.id == ctx["base"][ns]:
+                    seen.append("old")
+                elif cp.parent_id == ctx["base"][ns] and cp.read("state") == entries[i]["state"]:
+                    seen.append("new")
+                else:
+                    seen.append(f"other:{cp.id[:12]}")
+            return seen[0] if len(set(seen)) == 1 else f"mixed:{','.join(seen)}"
+
+    return Operation("commit-group", setup, run, state)
+
+
 def operations() -> list[Operation]:
     """Every operation the sweep covers."""
     return [
         _commit_op("commit-small", {"state": b'{"turn": 2}', "g": os.urandom(3000)}),
         _commit_op("commit-chunked", {"m": os.urandom(3 * CHUNK + 11), "state": b"{}"}),
+        _group_op(),
         _gc_op(),
         _export_op(),
         _migrate_op(),
@@ -358,7 +421,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
-        "--only", help="one operation (commit-small, commit-chunked, gc, export, migrate)"
+        "--only",
+        help="one operation (commit-small, commit-chunked, commit-group, gc, export, migrate)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

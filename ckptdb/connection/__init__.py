@@ -586,6 +586,41 @@ class Connection:
                 ) from exc
 
     @contextmanager
+    def savepoint(self, name: str = "ckptdb_member") -> Iterator[None]:
+        """``SAVEPOINT name`` ... ``RELEASE name`` inside the open write transaction.
+
+        An error in the block rolls back to the savepoint -- undoing only the block's
+        writes -- and propagates. Some errors (I/O, disk full) make SQLite roll back the
+        whole transaction itself; and if ``ROLLBACK TO`` fails the transaction is rolled
+        back here. Either way :attr:`in_transaction` is then False, which is how the
+        caller tells "only this block was undone" from "everything was undone".
+        """
+        with self._lock:
+            if not self._raw.in_transaction:
+                raise errors.CkptdbError("internal: savepoint outside a transaction")
+            try:
+                self._raw.execute(f"SAVEPOINT {name}")
+            except apsw.Error as exc:
+                raise _translate(exc, "SAVEPOINT") from exc
+            try:
+                yield
+            except BaseException:
+                if self._raw.in_transaction:
+                    try:
+                        self._raw.execute(f"ROLLBACK TO {name}")
+                        self._raw.execute(f"RELEASE {name}")
+                    except apsw.Error:
+                        # Undoing the block failed: what the transaction holds is no longer
+                        # known, so none of it may commit.
+                        self._rollback_quietly()
+                raise
+            try:
+                self._raw.execute(f"RELEASE {name}")
+            except apsw.Error as exc:
+                self._rollback_quietly()
+                raise _translate(exc, "RELEASE") from exc
+
+    @contextmanager
     def read_transaction(self) -> Iterator[None]:
         """A consistent snapshot for several reads (``BEGIN`` ... ``COMMIT``).
 

@@ -38,6 +38,9 @@ class Handle:
         self._store = Store.on(conn, chunk_size, chunker)
         self._closed = False
         self._broken = False
+        # The thread inside use(), if any: a commit from that thread (an on_publish hook, a
+        # read session) must not queue behind a leader that waits for this very lock.
+        self._owner: int | None = None
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
         #: a file, for inspection)
         self.schema_problems: list[str] = []
@@ -57,20 +60,40 @@ class Handle:
         """Hold the lock and yield the store; refuse a closed handle, a file that still needs
         migrations (unless ``schema_work``) and writes on a read-only handle."""
         with self.lock:
-            if self._closed:
-                raise errors.ClosedError("the database handle is closed; open it again")
-            if self.pending and not schema_work:
-                raise errors.MigrationPendingError(
-                    f"{self.path} needs schema migrations "
-                    f"{[m.version for m in self.pending]} before it can be used; open it with "
-                    "migrate='auto' or run `ckptdb migrate DB up`"
-                )
+            self._refuse(write=write, schema_work=schema_work)
             if self._broken:
                 # A failed COMMIT could not be resolved on a fresh connection; try again now.
                 self._reconnect()
-            if write and self._store.conn.readonly:
-                raise errors.ReadOnlyError(f"{self.path} was opened read-only")
-            yield self._store
+            outer = self._owner
+            self._owner = threading.get_ident()
+            try:
+                yield self._store
+            finally:
+                self._owner = outer
+
+    def held_by_current_thread(self) -> bool:
+        """True while the calling thread is inside :meth:`use` (only that thread can have
+        set the owner to its own id, so this needs no lock)."""
+        return self._owner == threading.get_ident()
+
+    def check_writable(self) -> None:
+        """The refusals of ``use(write=True)``, without taking the lock: so a commit
+        prepared outside the lock reports a closed, unmigrated or read-only handle before
+        anything about its entries. :meth:`use` checks again, authoritatively."""
+        self._refuse(write=True, schema_work=False)
+
+    def _refuse(self, *, write: bool, schema_work: bool) -> None:
+        if self._closed:
+            raise errors.ClosedError("the database handle is closed; open it again")
+        if self.pending and not schema_work:
+            raise errors.MigrationPendingError(
+                f"{self.path} needs schema migrations "
+                f"{[m.version for m in self.pending]} before it can be used; open it with "
+                "migrate='auto' or run `ckptdb migrate DB up`"
+            )
+        # A reconnect keeps the mode, so the current connection answers for the next one.
+        if write and self._store.conn.readonly:
+            raise errors.ReadOnlyError(f"{self.path} was opened read-only")
 
     def reconnect(self) -> Store:
         """Close the connection and open a new one (after a failed COMMIT)."""

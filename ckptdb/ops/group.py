@@ -1,0 +1,449 @@
+"""Group commit: concurrent commits on one handle share one write transaction and one fsync.
+
+Every ``Database.commit`` is prepared by its own thread (hashing, staging), then queued
+here. Whichever thread finds no leader becomes the leader: it takes the handle, drains the
+queue, opens one ``BEGIN IMMEDIATE`` transaction and publishes each queued plan inside its
+own ``SAVEPOINT`` (``ops/commit.publish``, the per-commit unit, unchanged), COMMITs once
+and only then acknowledges every member. Threads that arrive while the leader works queue
+up and form the next batch; a lone caller finds an empty queue and no leader, so it waits
+for nobody (no timer anywhere: a leader publishes whatever is queued, at once).
+
+What each member keeps, exactly as if the commits had been serialized in queue order:
+
+* compare-and-swap and idempotence -- ``publish`` reads CURRENT inside the transaction, so
+  a second commit to a namespace sees the first one's pointer move;
+* its own error -- a conflict, a missing blob or chunk, a bad reference or an exception
+  from its ``on_publish`` hook rolls back only its savepoint and fails only that caller;
+* its own acknowledgement, returned only after the shared COMMIT returned;
+* its own outcome-unknown resolution when that COMMIT fails (reopen, re-read CURRENT and
+  the pointer history, confirm in a transaction that itself commits).
+
+When the whole transaction is lost (an I/O error mid-batch, which SQLite may answer by
+rolling everything back; or BEGIN failing), only the member that hit it keeps its error;
+the others wrote nothing durable and go back to the queue to be published again.
+
+A batch of one runs ``ops/commit.commit`` itself: no savepoint, the very path a commit
+took before group commit existed.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+from .. import errors, models
+from ..connection import Connection
+from ..store import Store, pointers
+from ..store.rows import PointerRow
+from ..types import BlobRef, Entry
+from . import commit as commit_op
+from .commit import CommitPlan
+from .handle import Handle
+
+__all__ = ["GroupCommit", "prepare_unlocked"]
+
+#: Errors after which the transaction's state is not trusted even if SQLite kept it open
+#: (the storage failed, or the file is damaged): the batch is abandoned and its other
+#: members retried in a fresh transaction instead of being committed alongside.
+_ABANDONING = (
+    errors.StorageError,
+    errors.BusyTimeoutError,
+    errors.CorruptionError,
+    errors.SqlError,
+    errors.CommitOutcomeUnknownError,
+)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- preparing outside the handle lock ------------------------------------------------------
+
+
+class _NeedsConnection(Exception):  # a signal, not an error a caller sees
+    """Preparation wanted the connection (e.g. to stage a chunk)."""
+
+
+class _Offline:
+    """Stands in for the connection while a commit is prepared outside the handle lock:
+    any use of it means this preparation needs the real connection."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NeedsConnection(name)
+
+
+def _in_memory(value: Any, limit: int) -> bool:
+    """True for a value whose preparation has no side effect and can be repeated: bytes,
+    text or a reference, small enough that it is not staged (a stream cannot be re-read)."""
+    kind = type(value)
+    if kind is bytes:  # the common case first: this runs for every entry of every commit
+        return len(value) <= limit
+    if isinstance(value, Entry):
+        value = value.value
+    if isinstance(value, BlobRef):
+        return True
+    if isinstance(value, memoryview):
+        return value.nbytes <= limit
+    if isinstance(value, bytes | bytearray):
+        return len(value) <= limit
+    if isinstance(value, str):
+        return len(value) * 4 <= limit  # at most 4 bytes per character in UTF-8
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _offline_store(chunk_size: int) -> Store:
+    # A store keeps no state between calls, so one per chunk size serves every thread.
+    return Store.on(cast(Connection, _Offline()), chunk_size)
+
+
+def prepare_unlocked(
+    chunk_size: int,
+    values: Iterable[Any],
+    prepare: Callable[[Store, Callable[[int, int], None] | None], CommitPlan],
+    progress: Callable[[int, int], None] | None,
+) -> CommitPlan | None:
+    """Prepare a commit of in-memory values without the handle lock, or None when it
+    needs the connection (a value to stage, a stream): then prepare it under the lock.
+
+    Hashing small values is pure CPU work, so threads prepare in parallel (hashlib releases
+    the GIL) while a leader holds the connection -- which is how they join its next batch
+    instead of waiting for the lock. The store handed to ``prepare`` has no connection: if
+    preparation touches it anyway (a layout whose preparation writes), the attempt is
+    dropped -- it had no side effect -- and the caller prepares again under the lock.
+    """
+    values = list(values)
+    for value in values:
+        if not _in_memory(value, chunk_size):
+            return None
+    try:
+        plan = prepare(_offline_store(chunk_size), None)
+    except _NeedsConnection:
+        return None
+    if progress is not None:
+        # Reported once the attempt is known to stand, so a dropped one reports nothing.
+        for done in range(1, len(values) + 1):
+            progress(done, len(values))
+    return plan
+
+
+# -- the queue and its leader ---------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Request:
+    """One queued commit. ``settled``: its outcome is final (set by the leader);
+    ``done``: the waiting thread may take it (set under the queue's lock)."""
+
+    plan: CommitPlan
+    ack: models.CommitAck | None = None
+    error: BaseException | None = None
+    settled: bool = False
+    done: bool = False
+
+    def succeed(self, ack: models.CommitAck) -> None:
+        self.ack, self.error, self.settled = ack, None, True
+
+    def fail(self, error: BaseException) -> None:
+        self.ack, self.error, self.settled = None, error, True
+
+    def outcome(self) -> models.CommitAck:
+        if self.error is not None:
+            raise self.error
+        assert self.ack is not None
+        return self.ack
+
+
+class _Abandon(Exception):  # control flow inside the leader
+    """Roll the batch's transaction back (nothing of it may commit)."""
+
+
+def _copy_error(exc: Exception) -> Exception:
+    """A separate instance for each caller of a batch-wide failure (each raises its own,
+    with its own traceback)."""
+    try:
+        return copy.copy(exc)
+    except Exception:
+        return exc  # one that cannot be copied is shared instead
+
+
+class GroupCommit:
+    """The commit queue of one handle (see the module docstring)."""
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+        # Sections that only read or change the queue take the bare lock (cheaper than the
+        # condition's Python-level enter); waiting and notifying go through the condition.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
+        self._queue: list[_Request] = []
+        self._leading = False
+        self._waiters = 0
+        #: write transactions run by leaders, and the commits they published
+        self.batches = 0
+        self.commits = 0
+
+    @property
+    def queued(self) -> int:
+        """Commits waiting for a leader (diagnostics and tests)."""
+        return len(self._queue)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lead without publishing: commits queue until the block ends, then
+        leave as one batch in the order they queued (tests and the fault sweep use it to
+        form a batch deterministically)."""
+        with self._cond:
+            self._waiters += 1
+            try:
+                while self._leading:
+                    self._cond.wait()
+            finally:
+                self._waiters -= 1
+            self._leading = True
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._leading = False
+                if self._waiters:
+                    self._cond.notify_all()
+
+    def try_lead(self) -> bool:
+        """Become the leader at once if there is none and nobody is queued -- a lone
+        caller, which then runs :meth:`lead_alone`."""
+        with self._mutex:
+            if self._leading or self._queue:
+                return False
+            self._leading = True
+            return True
+
+    def lead_alone(self, run: Callable[[Store], models.CommitAck]) -> models.CommitAck:
+        """After :meth:`try_lead`: prepare and publish under the handle exactly as a commit
+        did before group commit (``run`` does both), then hand the lead to whoever queued
+        meanwhile. A lone caller so pays for nothing it does not use."""
+        try:
+            with self._handle.use(write=True) as store:
+                self.batches += 1
+                ack = run(store)
+                self.commits += 1
+                return ack
+        finally:
+            with self._mutex:
+                self._leading = False
+                if self._waiters:
+                    self._cond.notify_all()
+
+    def commit(self, plan: CommitPlan) -> models.CommitAck:
+        """Publish a prepared plan in the next batch; returns its acknowledgement once the
+        batch's COMMIT returned, or raises its own error."""
+        req = _Request(plan)
+        with self._cond:
+            if self._leading or self._queue:
+                self._queue.append(req)
+                self._waiters += 1
+                try:
+                    while not req.done and self._leading:
+                        self._cond.wait()
+                except BaseException:
+                    self._withdraw(req)
+                    raise
+                finally:
+                    self._waiters -= 1
+                if req.done:
+                    return req.outcome()
+            # No leader (a lone caller goes straight here, never queued): lead.
+            self._leading = True
+        try:
+            # Usually once; again if this commit went back to the queue because another
+            # member's I/O error cost the whole transaction.
+            while not req.done:
+                self._lead(req)
+        finally:
+            with self._mutex:
+                self._withdraw(req)  # only an interrupted leader's commit is still queued
+                self._leading = False
+                if self._waiters:
+                    self._cond.notify_all()
+        return req.outcome()
+
+    def _withdraw(self, req: _Request) -> None:
+        if not req.done and req in self._queue:
+            self._queue.remove(req)
+
+    def _lead(self, own: _Request) -> None:
+        batch: list[_Request] = []
+        try:
+            with self._handle.use(write=True) as store:
+                # Drained only once the handle is ours: whatever queued while the leader
+                # waited for it joins this batch. (An empty queue is read without the lock:
+                # whoever queues after this look waits for the next leader.)
+                if self._queue:
+                    with self._mutex:
+                        batch, self._queue = self._queue, []
+                if own not in batch:
+                    batch.insert(0, own)  # the leader's own commit, if it never queued
+                self.batches += 1
+                if len(batch) == 1:
+                    self._run_one(store, batch[0])
+                else:
+                    self._run_batch(store, batch)
+        except Exception as exc:
+            # The handle refused (closed, read-only, reconnect failed) before any batch
+            # began: nothing was written for anyone waiting.
+            if not batch:
+                with self._mutex:
+                    batch, self._queue = self._queue, []
+                if own not in batch:
+                    batch.insert(0, own)
+            for req in batch:
+                if not req.settled:
+                    req.fail(_copy_error(exc))
+        finally:
+            self._finish(batch)
+
+    def _finish(self, batch: list[_Request]) -> None:
+        """Hand settled outcomes to their threads; put unsettled members back at the head
+        of the queue (their writes were rolled back with the transaction)."""
+        if len(batch) == 1 and batch[0].settled and not self._waiters:
+            batch[0].done = True  # a lone leader's own outcome: no other thread reads it
+            return
+        with self._cond:
+            retry = [r for r in batch if not r.settled]
+            self._queue[:0] = retry
+            for req in batch:
+                if req.settled:
+                    req.done = True
+            if self._waiters:
+                self._cond.notify_all()
+
+    def _run_one(self, store: Store, req: _Request) -> None:
+        try:
+            ack = commit_op.commit(self._handle, store, req.plan)
+        except Exception as exc:
+            req.fail(exc)  # the caller's error, raised in its own thread
+        else:
+            self.commits += 1
+            req.succeed(ack)
+
+    def _run_batch(self, store: Store, batch: list[_Request]) -> None:
+        conn = store.conn
+        published: list[tuple[_Request, models.CommitAck]] = []
+        failed: list[tuple[_Request, Exception]] = []
+        culprit: tuple[_Request, Exception] | None = None
+        try:
+            with conn.write_transaction():
+                for req in batch:
+                    try:
+                        with conn.savepoint():
+                            ack = commit_op.publish(store, req.plan, _now_ms())
+                    except Exception as exc:
+                        if not conn.in_transaction or isinstance(exc, _ABANDONING):
+                            culprit = (req, exc)
+                            raise _Abandon from exc
+                        failed.append((req, exc))
+                    else:
+                        published.append((req, ack))
+                if not published:
+                    raise _Abandon  # nothing to COMMIT: roll back instead
+        except _Abandon:
+            if culprit is not None:
+                # The others were decided against writes that are gone now: they go back to
+                # the queue and are decided again; only the culprit's error stands.
+                culprit[0].fail(culprit[1])
+                return
+            for req, error in failed:
+                req.fail(error)
+            return
+        except errors.CommitOutcomeUnknownError as exc:
+            self._resolve_unknown(published, failed, exc)
+            return
+        except Exception as exc:
+            # BEGIN failed (busy timeout, I/O), or COMMIT found the lock taken: nothing was
+            # written, every member gets the error and may retry.
+            for req in batch:
+                req.fail(_copy_error(exc))
+            return
+        # COMMIT returned: every published member is durable; only now is it acknowledged.
+        self.commits += len(published)
+        for req, ack in published:
+            req.succeed(ack)
+        for req, error in failed:
+            req.fail(error)
+
+    def _resolve_unknown(
+        self,
+        published: list[tuple[_Request, models.CommitAck]],
+        failed: list[tuple[_Request, Exception]],
+        failure: errors.CommitOutcomeUnknownError,
+    ) -> None:
+        """The shared COMMIT failed: resolve every published member as a lone commit would
+        (``ops/commit._resolve_unknown_outcome``), on one fresh connection and with one
+        confirming transaction for the whole batch."""
+        touched = {req.plan.namespace for req, _ in published}
+        for req, exc in failed:
+            # A member that failed after another one moved its namespace was decided against
+            # a pointer that may not have landed: decide it again. Any other failure stands.
+            if req.plan.namespace not in touched:
+                req.fail(exc)
+        landed: list[tuple[_Request, models.CommitAck]] = []
+        try:
+            conn = self._handle.reconnect().conn
+            with conn.write_transaction():
+                confirmed: set[str] = set()
+                for req, ack in published:
+                    ptr = pointers.pointer(conn, req.plan.namespace)
+                    if ptr is None or not _landed(conn, ptr, ack):
+                        continue
+                    landed.append((req, ack))
+                    if ptr.namespace not in confirmed:
+                        # The frames holding the batch may be unsynced; this transaction's
+                        # COMMIT syncs them before anything is acknowledged.
+                        pointers.confirm(conn, ptr, _now_ms())
+                        confirmed.add(ptr.namespace)
+        except errors.CkptdbError as exc:
+            self._handle.mark_broken()
+            for req, _ in published:
+                req.fail(
+                    errors.CommitOutcomeUnknownError(
+                        f"{failure} Confirming it after reopening failed too ({exc}).",
+                        namespace=req.plan.namespace,
+                        checkpoint_id=req.plan.attempted_id,
+                    )
+                )
+            return
+        self.commits += len(landed)
+        for req, ack in landed:
+            req.succeed(ack)
+        for req, _ in published:
+            if req.settled:
+                continue
+            req.fail(
+                errors.CommitOutcomeUnknownError(
+                    f"COMMIT of a group of commits failed ({failure.__cause__}); after "
+                    f"reopening, {req.plan.namespace!r} shows no move to "
+                    f"{str(req.plan.attempted_id)[:12]}. Retry the commit: a retry converges "
+                    "on the same checkpoint whether or not this attempt reaches the disk later.",
+                    namespace=req.plan.namespace,
+                    checkpoint_id=req.plan.attempted_id,
+                )
+            )
+
+
+def _landed(conn: Connection, ptr: PointerRow, ack: models.CommitAck) -> bool:
+    """Whether the move ``ack`` describes is in the file: CURRENT names it (the rule of a
+    lone commit), or -- for a commit that a later member of the same batch superseded --
+    the pointer history holds it at the revision it was given."""
+    if ptr.current_id == ack.checkpoint_id:
+        return True
+    return any(
+        move.revision == ack.pointer_revision
+        for move in pointers.moves_to(conn, ptr.namespace_id, ack.checkpoint_id)
+    )
