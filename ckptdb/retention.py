@@ -23,8 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -154,9 +153,9 @@ class RetentionPolicy(BaseModel):
         return bool(self.keep_best) or self.keep_matching is not None
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What policy evaluation knows about one stored checkpoint."""
+class Candidate(NamedTuple):
+    """What policy evaluation knows about one stored checkpoint. A named tuple, not a
+    dataclass: GC builds one per stored checkpoint, and a tuple is ~3x cheaper to make."""
 
     seq: int
     generation: int
