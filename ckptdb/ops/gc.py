@@ -42,6 +42,12 @@ DEFAULT_GRACE_SECONDS = 3600.0
 #: checkpoints, 2000 cut the cost per deletion from ~138 to ~92 us against 500, holding the
 #: write lock at most ~0.2 s per batch (docs/performance.md).
 SWEEP_BATCH = 2000
+#: The sweep adapts its batch to hold the write lock about this long (seconds): larger
+#: batches share more index pages (the cost per deletion falls), so a batch grows while it
+#: stays under the target and shrinks when one took longer (machine load, a bigger file).
+SWEEP_TARGET_SECONDS = 0.1
+SWEEP_BATCH_MIN = 500
+SWEEP_BATCH_MAX = 20_000
 #: Page cache while sweeping (KiB). A batch at 100,000 checkpoints dirties ~2,400 pages
 #: (most of them in the two random-key indexes), more than the default 8 MiB holds, so
 #: SQLite spilled and re-read pages mid-transaction. Memory for the length of a GC only.
@@ -223,6 +229,30 @@ def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -
     out.bytes_freed += blob_bytes + chunk_bytes
 
 
+def sweep(
+    conn: Connection,
+    doomed: list[int],
+    cutoff_ms: int,
+    out: Sweep,
+    progress: Progress | None = None,
+) -> None:
+    """Delete ``doomed`` (seqs, in seq order so consecutive batches touch neighbouring
+    pages of the tables keyed by seq) in batches sized to :data:`SWEEP_TARGET_SECONDS`."""
+    size, done, total = SWEEP_BATCH, 0, len(doomed)
+    while done < total:
+        started = time.perf_counter()
+        sweep_batch(conn, doomed[done : done + size], cutoff_ms, out)
+        took = time.perf_counter() - started
+        done += size
+        if progress is not None:
+            progress(min(done, total), total)
+        # Proportional step, at most doubling or halving: the batch's time includes COMMIT
+        # (and sometimes the automatic WAL checkpoint after it), an upper bound on the
+        # time other writers waited.
+        factor = min(2.0, max(0.5, SWEEP_TARGET_SECONDS / max(took, 1e-6)))
+        size = int(min(SWEEP_BATCH_MAX, max(SWEEP_BATCH_MIN, size * factor)))
+
+
 def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
     """Delete staged chunks no blob references once their grace period is over (e.g. left
     by a publish that crashed or lost a compare-and-swap), in bounded transactions."""
@@ -319,12 +349,8 @@ def run(
     floors: dict[str, int] = {}
     if not dry_run:
         swept = Sweep()
-        total = len(marked.doomed)
         with bulk_delete_settings(conn):
-            for start in range(0, total, SWEEP_BATCH):
-                sweep_batch(conn, marked.doomed[start : start + SWEEP_BATCH], cutoff_ms, swept)
-                if progress is not None:
-                    progress(min(start + SWEEP_BATCH, total), total)
+            sweep(conn, marked.doomed, cutoff_ms, swept, progress)
             sweep_orphan_chunks(conn, cutoff_ms, swept)
             if keep_history is not None:
                 trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
@@ -408,8 +434,7 @@ def delete_selected(
                 prologue()
         swept = Sweep()
         with bulk_delete_settings(conn):
-            for start in range(0, len(doomed), SWEEP_BATCH):
-                sweep_batch(conn, doomed[start : start + SWEEP_BATCH], cutoff_ms, swept)
+            sweep(conn, doomed, cutoff_ms, swept)
         body: dict[str, Any] = {
             "namespaces": namespaces,
             "checkpoints_deleted": len(swept.deleted_ids),
