@@ -148,6 +148,16 @@ class RetentionPolicy(BaseModel):
         """True when no rule is set."""
         return self == RetentionPolicy()
 
+    def lineage_depth(self) -> int | None:
+        """How far from CURRENT the lineage rules look: 0 when no rule uses the lineage,
+        ``keep_last`` when it is the only one, None (all of it) otherwise."""
+        if any(
+            rule is not None
+            for rule in (self.keep_every, self.keep_hourly, self.keep_daily, self.keep_weekly)
+        ):
+            return None
+        return self.keep_last or 0
+
     def needs_metadata(self) -> bool:
         """True when evaluating the policy reads checkpoint metadata."""
         return bool(self.keep_best) or self.keep_matching is not None

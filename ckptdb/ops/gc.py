@@ -120,7 +120,12 @@ def mark(
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
     ns_ids = sorted(chosen)
-    depths = checkpoints.depths_from_current(conn, ns_ids)
+    # Walk the lineages only as deep as some policy looks (keep_last alone: its N steps).
+    wanted = [p.lineage_depth() for p in chosen.values()]
+    depth_limit = None if None in wanted else max(d for d in wanted if d is not None)
+    depths = (
+        checkpoints.depths_from_current(conn, ns_ids, limit=depth_limit) if depth_limit != 0 else {}
+    )
     protected = _protected(conn)
     extra_keep = {
         row.seq

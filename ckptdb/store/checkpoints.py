@@ -151,18 +151,24 @@ def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[C
     return [_checkpoint(r) for r in rows]
 
 
-def depths_from_current(conn: Connection, namespace_ids: list[int]) -> dict[int, int]:
-    """seq -> distance from CURRENT along parent links, for the given namespaces."""
+def depths_from_current(
+    conn: Connection, namespace_ids: list[int], *, limit: int | None = None
+) -> dict[int, int]:
+    """seq -> distance from CURRENT along parent links, for the given namespaces; with
+    ``limit``, only the checkpoints less than ``limit`` steps from CURRENT (GC walks only as
+    deep as its policy looks: keep_last=5 needs 5 steps, not the whole lineage)."""
     depths: dict[int, int] = {}
     for start in range(0, len(namespace_ids), 500):
         part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
+        params: dict[str, int] = {f"n{i}": ns for i, ns in enumerate(part)}
+        params["limit"] = -1 if limit is None else limit
+        marks = ",".join(f":n{i}" for i in range(len(part)))
         seed = (
             "SELECT c.seq, c.parent_id, c.generation FROM pointer p"
             f" JOIN checkpoint c ON c.seq = p.current_seq WHERE p.namespace_id IN ({marks})"
         )
         rows = conn.execute(
-            _walk(seed, limited=False) + " SELECT seq, min(depth) FROM walk GROUP BY seq", part
+            _walk(seed, limited=True) + " SELECT seq, min(depth) FROM walk GROUP BY seq", params
         )
         depths.update({int(s): int(d) for s, d in rows})
     return depths
