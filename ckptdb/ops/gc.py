@@ -37,10 +37,10 @@ from ..store import Store, blobs, checkpoints, pins, pointers, settings
 from ..store.receipts import store_receipt
 
 DEFAULT_GRACE_SECONDS = 3600.0
-#: Checkpoints deleted per sweep transaction. Each deletion rewrites a page of every index
-#: on a random key (ids, digests), so bigger batches share those pages: at 100,000
-#: checkpoints, 2000 cut the cost per deletion from ~138 to ~92 us against 500, holding the
-#: write lock at most ~0.2 s per batch (docs/performance.md).
+#: Checkpoints deleted by the first sweep transaction (later ones adapt, see below). Each
+#: deletion rewrites a page of every index on a random key (ids, digests), so bigger
+#: batches share those pages: at 100,000 checkpoints, 2000 cut the cost per deletion from
+#: ~138 to ~92 us against 500 (docs/performance.md).
 SWEEP_BATCH = 2000
 #: The sweep adapts its batch to hold the write lock about this long (seconds): larger
 #: batches share more index pages (the cost per deletion falls), so a batch grows while it
