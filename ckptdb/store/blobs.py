@@ -600,10 +600,13 @@ class ChunkedBlobReader(io.RawIOBase):
                     isinstance(chunk_digest, str)
                     and isinstance(chunk_size, int)
                     and isinstance(stored_size, int)
-                    and validation_hex(chunk_digest)
+                    and len(chunk_digest) == 64
                 ):
                     self._corrupt("a chunk of the blob is missing", "chunk_missing")
-                self._digests.append(chunk_digest)
+                try:
+                    self._digests.append(chunk_digest)
+                except ValueError:
+                    self._corrupt("a chunk digest is not hex", "chunk_list_mismatch")
                 total += chunk_size
                 largest = max(largest, stored_size, chunk_size)
         if list_digest is None and not self._digests and not store.blob_exists(blob_id):
@@ -722,11 +725,6 @@ class ChunkedBlobReader(io.RawIOBase):
             self._buffer = memoryview(b"")
             self._position += len(piece)
             yield piece
-
-
-def validation_hex(value: str) -> bool:
-    """True for a lowercase hex sha256 digest."""
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 # -- scans and deletion (GC and verify) ---------------------------------------------------
