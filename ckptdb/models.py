@@ -171,6 +171,8 @@ class VerifyReport(_Model):
     pointers_checked: int
     problems: list[Problem]
     receipt_id: int | None
+    #: why no receipt could be stored (e.g. the disk is full); the report itself is whole
+    receipt_error: str | None = None
     at: datetime
 
 

@@ -180,6 +180,13 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     )
 
 
+def safe_text(text: str, limit: int = 2000) -> str:
+    """Caller-supplied text made safe to store and print: lone surrogates (bytes that were
+    not UTF-8) escaped, and bounded in length."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
 def has_surrogate(text: str) -> bool:
     """True when ``text`` cannot be encoded as UTF-8 (it holds a lone surrogate)."""
     try:
