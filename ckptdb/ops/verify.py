@@ -22,7 +22,7 @@ class _Report:
         self.problems: list[models.Problem] = []
         self.bytes_checked = 0
 
-    def add(self, code: str, detail: str, **where: object) -> None:
+    def add(self, code: models.FindingCode, detail: str, **where: object) -> None:
         # Locations often come from the damaged row itself, where a flipped serial type can
         # turn a text column into any SQLite type; a location that is not text names nothing.
         located = {k: v if isinstance(v, str) else None for k, v in where.items()}
