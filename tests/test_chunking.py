@@ -185,10 +185,11 @@ def _edit(rng: random.Random, data: bytes, kind: str) -> tuple[bytes, int]:
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32), kind=st.sampled_from(["insert", "delete", "replace"]))
 def test_an_edit_never_moves_a_cut_before_it(seed: int, kind: str) -> None:
-    # Exact: FastCDC decides each cut from the bytes before it -- and, within max_size of
-    # the end, from how many bytes remain (its normal size shrinks to the remainder) -- so
-    # every chunk that ends at or before the edit, and starts more than max_size before
-    # the end of both versions, is cut identically in the edited blob.
+    # Exact: FastCDC decides each cut from the bytes up to and including the one at the
+    # cut (pyfastcdc looks at the byte the cut lands on) -- and, within max_size of the
+    # end, from how many bytes remain (its normal size shrinks to the remainder) -- so
+    # every chunk that ends before the edit, and starts more than max_size before the end
+    # of both versions, is cut identically in the edited blob.
     rng = random.Random(seed)
     data = rng.randbytes(30_000)
     edited, at = _edit(rng, data, kind)
@@ -197,7 +198,7 @@ def test_an_edit_never_moves_a_cut_before_it(seed: int, kind: str) -> None:
     horizon = min(len(data), len(edited)) - TINY.max_size
     start = 0
     for i, length in enumerate(before):
-        if start + length > at or start > horizon:
+        if start + length >= at or start > horizon:
             break
         assert after[i] == length
         start += length
