@@ -46,7 +46,7 @@ from ...database import open as open_database
 from ...extension import Session, check_types
 from ...models import CommitAck
 from ...types import BlobRef
-from . import _layout
+from . import _layout, sealing
 from .errors import PickleRefusedError
 
 log = logging.getLogger(__name__)
@@ -155,6 +155,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         # stored: the next put references unchanged ones instead of sending them again.
         self._channels: dict[tuple[str, str], dict[str, BlobRef]] = {}
         self._registered: set[str] = set()
+        # Whether a pending write without a digest is accepted: only while rows written
+        # before schema version 2 are not sealed yet (see .sealing), i.e. on a file opened
+        # read-only before a read-write open sealed them.
+        self._unsealed_ok = False
+        self._digest_sql = "digest"
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -175,16 +180,29 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _setup(self) -> None:
         if not self.db.readonly:
             self.db.apply_migration_set(MIGRATION_SET, migrations_dir())
+            with self.db.read_session() as s:
+                pending = sealing.unsealed_pending(s)
+            if pending:
+                with self.db.write_session() as s:
+                    sealed = sealing.backfill(s)
+                log.info("sealed %d pending writes written before schema version 2", sealed)
             return
         with self.db.read_session() as s:
             found = s.scalar(
                 "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
             )
+            version = sealing.set_version(s) if found else 0
+            if version >= sealing.SEALED_VERSION:
+                self._unsealed_ok = sealing.unsealed_pending(s)
         if not found:
             raise errors.MigrationPendingError(
                 f"{self.db.path} has no LangGraph tables yet and was opened read-only; open it "
                 "read-write once (CkptdbSaver(path)) to create them"
             )
+        if version < sealing.SEALED_VERSION:
+            # An older file opened read-only: its writes have no digest column yet.
+            self._unsealed_ok = True
+            self._digest_sql = "NULL"
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -231,12 +249,28 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def _writes(self, s: Session, row: _Row) -> builtins.list[PendingWrite]:
         rows = s.execute(
-            "SELECT task_id, channel, type, value, task_path, idx FROM lg_write"
-            " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            f"SELECT task_id, channel, type, value, task_path, idx, {self._digest_sql}"
+            " FROM lg_write WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
             (row.thread_id, row.checkpoint_ns, row.checkpoint_id),
         )
         for r in rows:
-            check_types(r, _WRITE_TYPES, "pending write")
+            check_types(r[:6], _WRITE_TYPES, "pending write")
+            sealing.check_write(
+                (
+                    row.thread_id,
+                    row.checkpoint_ns,
+                    row.checkpoint_id,
+                    r[0],
+                    r[5],
+                    r[1],
+                    r[2],
+                    r[3],
+                    r[4],
+                ),
+                r[6],
+                self._unsealed_ok,
+                f"{row.checkpoint_id!r} task {r[0]!r} idx {r[5]}",
+            )
         rows.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
         return [(r[0], r[1], self._loads(r[2], r[3])) for r in rows]
 

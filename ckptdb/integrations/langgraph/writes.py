@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ... import errors
-from . import _layout
+from . import _layout, sealing
 from ._core import SaverCore, _configurable, _thread
 
 
@@ -89,10 +89,10 @@ class Writes(SaverCore):
             type_, data = self._dumps(value)
             index = WRITES_IDX_MAP.get(channel, idx)
             row = (thread_id, ns, str(checkpoint_id), str(task_id), index, channel, type_, data)
-            (replace if index < 0 else keep).append((*row, task_path or ""))
+            (replace if index < 0 else keep).append(sealing.sealed_row((*row, task_path or "")))
         columns = (
             " INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
-            " type, value, task_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         with self.db.write_session() as s:
             if keep:
