@@ -43,21 +43,24 @@ class Writes(SaverCore):
         namespace = _layout.namespace_for(thread_id, ns)
         key = (thread_id, ns)
         parent_id = None if parent is None else str(parent)
-        entries, remembered = self._encode(checkpoint, parent_id, key)
+        entries, remembered, encoded = self._encode(checkpoint, parent_id, key)
         md = dict(get_checkpoint_metadata(config, metadata))
         run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
         try:
-            self._commit(
+            ack = self._commit(
                 namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
             )
         except errors.BlobMissingError:
             # A blob this put re-used was collected meanwhile (prune, maybe in another
             # process): send every value again.
             self._channels.pop(key, None)
-            entries, remembered = self._encode(checkpoint, parent_id, key)
-            self._commit(
+            entries, remembered, encoded = self._encode(checkpoint, parent_id, key)
+            ack = self._commit(
                 namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
             )
+        # What was just committed is known and verified by construction (the id is the
+        # digest of exactly these entries): the next get_tuple need not read it back.
+        self._cache.put(ack.checkpoint_id, encoded.loaded(md), encoded.blob_bytes)
         if len(self._channels) > 10_000:
             self._channels.clear()
         self._channels[key] = remembered
