@@ -84,7 +84,7 @@ def test_list_and_get_tuple_run_a_constant_number_of_statements(
         assert len(seen) == ten  # same statements whatever the page holds
         seen.clear()
         assert saver.get_tuple(cfg("t")) is not None
-        assert len(seen) <= 4  # BEGIN, checkpoint row + writes, which exist, COMMIT
+        assert len(seen) <= 4  # newest id, its row + writes (one join), which exist
         seen.clear()
         assert saver.get_tuple(cfg("t", cold[5].checkpoint["id"])) is not None
         assert len(seen) <= 4
