@@ -80,13 +80,8 @@ def _objects(conn: Connection) -> Objects:
 
 def mismatches(conn: Connection) -> list[str]:
     """Every way the file's schema differs from what its recorded migrations produce,
-    in words (empty when the schema is exactly ckptdb's).
-
-    The recorded versions and the schema are read in one snapshot: another process may
-    be applying a migration meanwhile (each commits its objects with its record)."""
-    with conn.read_transaction():
-        versions = migrations.applied_sets(conn)
-        have = _objects(conn)
+    in words (empty when the schema is exactly ckptdb's)."""
+    versions = migrations.applied_sets(conn)
     if not versions:
         return []  # a new, empty file: nothing to compare yet
     problems = [
@@ -95,6 +90,7 @@ def mismatches(conn: Connection) -> list[str]:
         if _set(name) is None
     ]
     want = expected(versions)
+    have = _objects(conn)
     for (kind, name), sql in sorted(have.items()):
         if kind == "table" and name in COMPANION_TABLES:
             continue
