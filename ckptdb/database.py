@@ -83,41 +83,14 @@ def open(
     write transaction and one fsync (see :meth:`Database.commit`); False gives every commit
     its own transaction, as before group commit existed (for comparison and measurement).
     """
-    if migrate not in ("auto", "never", "check"):
-        raise errors.InvalidInputError(
-            f"migrate must be 'auto', 'never' or 'check', not {migrate!r}"
-        )
-    if synchronous not in ("off", "normal", "full", "extra"):
-        raise errors.InvalidInputError(
-            f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
-        )
-    if not isinstance(path, str | os.PathLike):
-        raise errors.InvalidInputError(
-            f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
-        )
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        raise errors.InvalidInputError(
-            f"the database path must be a str or os.PathLike[str], not {type(text).__name__}"
-        )
-    if validation.has_surrogate(text):
-        raise errors.InvalidInputError(
-            f"the database path {text!r} holds bytes that are not UTF-8; SQLite names "
-            "files in UTF-8. Rename the file or directory, or choose another path."
-        )
-    if chunk_size is not None and not (
-        isinstance(chunk_size, int) and blobs.MIN_CHUNK_SIZE <= chunk_size <= blobs.MAX_CHUNK_SIZE
-    ):
-        raise errors.InvalidInputError(
-            f"chunk_size must be between {blobs.MIN_CHUNK_SIZE} and {blobs.MAX_CHUNK_SIZE}"
-        )
-    if page_size is not None and (
-        not isinstance(page_size, int)
-        or page_size < 4096
-        or page_size > 65536
-        or page_size & (page_size - 1)
-    ):
-        raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+    text = validation.open_arguments(
+        path,
+        migrate,
+        synchronous,
+        chunk_size,
+        page_size,
+        chunk_limits=(blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE),
+    )
     if virtual:
         if not (readonly and vfs):
             raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
@@ -280,26 +253,9 @@ class Database:
                 progress=progress,
             )
 
-        if self._group is None or self._handle.held_by_current_thread():
-            # Without group commit, or from inside the handle (an on_publish hook, a
-            # session): a queued commit would wait for a leader that waits for this thread.
-            with self._handle.use(write=True) as store:
-                return commit_op.commit(self._handle, store, prepare(store, progress))
-        if self._group.try_lead():
-            # Nobody else is committing: the plain path, holding the lead so that commits
-            # arriving meanwhile queue up for the next batch.
-            return self._group.lead_alone(
-                lambda store: commit_op.commit(self._handle, store, prepare(store, progress))
-            )
-        self._handle.check_writable()
-        plan = group_op.prepare_unlocked(
-            self._handle.store.chunk_size, [entries[n] for n in names], prepare, progress
+        return group_op.route(
+            self._handle, self._group, prepare, [entries[n] for n in names], progress
         )
-        if plan is None:
-            # Staging writes chunks through the connection: prepare under the handle.
-            with self._handle.use(write=True) as store:
-                plan = prepare(store, progress)
-        return self._group.commit(plan)
 
     def set_current(
         self,

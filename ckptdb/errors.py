@@ -194,9 +194,11 @@ class StorageError(CkptdbError):
 
 
 class DiskFullError(StorageError):
-    """The disk (or a quota) is full; the transaction was rolled back."""
+    """The disk (or a quota) is full; the transaction was rolled back. Not retryable until
+    space is freed (then a retry converges as usual)."""
 
     code = "disk_full"
+    retryable = False
 
 
 class ReadOnlyError(CkptdbError):

@@ -131,6 +131,15 @@ def create_private_file(path: str) -> None:
         fd = os.open(path, flags, PRIVATE_FILE_MODE)
     except FileExistsError:
         return  # another process created it first; the caller re-inspects it
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise errors.DatabaseFileError(
+            f"cannot create {path}: its directory {os.path.dirname(os.path.abspath(path))} "
+            "does not exist (or is not a directory); create it first"
+        ) from exc
+    except PermissionError as exc:
+        raise errors.DatabaseFileError(
+            f"cannot create {path}: permission denied; choose a directory you can write to"
+        ) from exc
     except OSError as exc:
         raise errors.StorageError(f"cannot create {path}: {exc}") from exc
     try:

@@ -147,10 +147,34 @@ class FallbackReceipt(_Model):
     at: datetime
 
 
+#: What ``verify`` can find -- its own vocabulary, apart from the error codes of exceptions
+#: (``ckptdb.errors``) and the free-text reasons recorded with pointer moves.
+FindingCode = Literal[
+    "sqlite_integrity",
+    "foreign_key",
+    "schema_mismatch",
+    "unreadable",
+    "chunk_corrupt",
+    "chunk_missing",
+    "blob_corrupt",
+    "blob_chunk_list",
+    "manifest_mismatch",
+    "lineage_generation",
+    "entry_corrupt",
+    "entry_blob_missing",
+    "pointer_mismatch",
+    "pointer_missing",
+    "history_mismatch",
+    "history_chain",
+    "history_truncated",
+    "receipt_mismatch",
+]
+
+
 class Problem(_Model):
     """One integrity problem found by ``verify``."""
 
-    code: str
+    code: FindingCode
     detail: str
     checkpoint_id: str | None = None
     namespace: str | None = None
@@ -171,6 +195,8 @@ class VerifyReport(_Model):
     pointers_checked: int
     problems: list[Problem]
     receipt_id: int | None
+    #: why no receipt could be stored (e.g. the disk is full); the report itself is whole
+    receipt_error: str | None = None
     at: datetime
 
 

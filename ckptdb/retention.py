@@ -23,8 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -170,14 +169,24 @@ class RetentionPolicy(BaseModel):
         """True when no rule is set."""
         return self == RetentionPolicy()
 
+    def lineage_depth(self) -> int | None:
+        """How far from CURRENT the lineage rules look: 0 when no rule uses the lineage,
+        ``keep_last`` when it is the only one, None (all of it) otherwise."""
+        if any(
+            rule is not None
+            for rule in (self.keep_every, self.keep_hourly, self.keep_daily, self.keep_weekly)
+        ):
+            return None
+        return self.keep_last or 0
+
     def needs_metadata(self) -> bool:
         """True when evaluating the policy reads checkpoint metadata."""
         return bool(self.keep_best) or self.keep_matching is not None
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What policy evaluation knows about one stored checkpoint."""
+class Candidate(NamedTuple):
+    """What policy evaluation knows about one stored checkpoint. A named tuple, not a
+    dataclass: GC builds one per stored checkpoint, and a tuple is ~3x cheaper to make."""
 
     seq: int
     generation: int

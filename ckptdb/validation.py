@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -180,6 +181,13 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     )
 
 
+def safe_text(text: str, limit: int = 2000) -> str:
+    """Caller-supplied text made safe to store and print: lone surrogates (bytes that were
+    not UTF-8) escaped, and bounded in length."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
 def has_surrogate(text: str) -> bool:
     """True when ``text`` cannot be encoded as UTF-8 (it holds a lone surrogate)."""
     try:
@@ -246,3 +254,49 @@ def checkpoint_id(value: object) -> str:
 def is_full_id(value: str) -> bool:
     """True when ``value`` has the shape of a full checkpoint id."""
     return bool(_HEX_ID.fullmatch(value))
+
+
+def open_arguments(
+    path: object,
+    migrate: object,
+    synchronous: object,
+    chunk_size: object,
+    page_size: object,
+    chunk_limits: tuple[int, int],
+) -> str:
+    """Check the arguments of ``ckptdb.open``; returns the path as text."""
+    min_chunk, max_chunk = chunk_limits
+    if migrate not in ("auto", "never", "check"):
+        raise errors.InvalidInputError(
+            f"migrate must be 'auto', 'never' or 'check', not {migrate!r}"
+        )
+    if synchronous not in ("off", "normal", "full", "extra"):
+        raise errors.InvalidInputError(
+            f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
+        )
+    if not isinstance(path, str | os.PathLike):
+        raise errors.InvalidInputError(
+            f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
+        )
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise errors.InvalidInputError(
+            f"the database path must be a str or os.PathLike[str], not {type(text).__name__}"
+        )
+    if has_surrogate(text):
+        raise errors.InvalidInputError(
+            f"the database path {text!r} holds bytes that are not UTF-8; SQLite names "
+            "files in UTF-8. Rename the file or directory, or choose another path."
+        )
+    if chunk_size is not None and not (
+        isinstance(chunk_size, int) and min_chunk <= chunk_size <= max_chunk
+    ):
+        raise errors.InvalidInputError(f"chunk_size must be between {min_chunk} and {max_chunk}")
+    if page_size is not None and (
+        not isinstance(page_size, int)
+        or page_size < 4096
+        or page_size > 65536
+        or page_size & (page_size - 1)
+    ):
+        raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+    return text

@@ -15,6 +15,7 @@ def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
     assert result["violations"] == []
     assert set(result["per_operation"]) == {
         "commit-small",
+        "commit-cdc",
         "commit-chunked",
         "commit-group",
         "gc",

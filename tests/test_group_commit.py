@@ -256,10 +256,13 @@ def test_staged_values_mix_with_grouped_ones(db: ckptdb.Database, tmp_path: Path
     assert db.verify().ok
 
 
-def test_progress_is_reported_once_per_entry(db: ckptdb.Database) -> None:
+def test_progress_is_reported_in_bytes_up_to_the_total(db: ckptdb.Database) -> None:
     seen: list[tuple[int, int]] = []
-    db.commit("ns", payload("p"), progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(1, 2), (2, 2)]
+    entries = payload("p")
+    db.commit("ns", entries, progress=lambda done, total: seen.append((done, total)))
+    total = sum(len(v) for v in entries.values())
+    assert seen and seen[-1] == (total, total)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # never goes back
 
 
 # -- faults at the shared COMMIT ------------------------------------------------------------

@@ -96,3 +96,12 @@ def test_bench_chunking_quick(tmp_path: Path) -> None:
         assert 1 << 20 <= row["big"]["new_bytes_after_1mib_rewrite"] <= 2 << 20
         assert row["list_end"]["new_stored_per_version"] > 0
     assert set(report["zstd_json_chunks"]) == {"-5", "-1", "1", "3", "6", "9"}
+
+
+@pytest.mark.slow
+def test_bench_format2_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_format2.py", "--quick")
+    for where in ("end", "middle"):
+        assert _positive(report["growing_list"][where]["mean_new_bytes_per_version"])
+    big = report["large_file"]
+    assert _positive(big["write_ratio"], big["read_ratio"], big["rewrite_1mib_new_bytes"])

@@ -65,26 +65,34 @@ class Operation:
 
 
 def _open(path: Path, vfs: str | None = None, **kw: Any) -> ckptdb.Database:
+    # Fixed 64 KiB chunks, so a small entry already has several (cheap fault points).
     return ckptdb.open(path, chunk_size=CHUNK, vfs=vfs, **kw)
+
+
+def _open_cdc(path: Path, vfs: str | None = None, **kw: Any) -> ckptdb.Database:
+    # A file as created by default: content-defined chunks and zstd (storage format 2).
+    return ckptdb.open(path, vfs=vfs, **kw)
 
 
 # -- commit ---------------------------------------------------------------------------------
 
 
-def _commit_op(name: str, entries: dict[str, bytes]) -> Operation:
+def _commit_op(
+    name: str, entries: dict[str, bytes], opener: Callable[..., ckptdb.Database] = _open
+) -> Operation:
     def setup(path: Path, vfs: str) -> dict[str, Any]:
-        with _open(path, vfs) as db:
+        with opener(path, vfs) as db:
             base = db.commit("ns", {"state": b"base", "w": b"x" * 3000})
         return {"base": base.checkpoint_id, "new": None}
 
     def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
-        with _open(path, vfs) as db:
+        with opener(path, vfs) as db:
             ack = db.commit("ns", entries)
             ctx["new"] = ack.checkpoint_id
             return True
 
     def state(path: Path, ctx: dict[str, Any]) -> str:
-        with _open(path) as db:
+        with opener(path) as db:
             if not db.verify().ok:
                 return "broken:verify"
             cp = db.current("ns")
@@ -274,6 +282,18 @@ def operations() -> list[Operation]:
     return [
         _commit_op("commit-small", {"state": b'{"turn": 2}', "g": os.urandom(3000)}),
         _commit_op("commit-chunked", {"m": os.urandom(3 * CHUNK + 11), "state": b"{}"}),
+        _commit_op(
+            "commit-cdc",
+            {
+                # compressible, cut in memory and written inside the commit transaction
+                "messages.json": json.dumps(
+                    [{"n": i, "text": "word " * 60} for i in range(300)]
+                ).encode(),
+                # incompressible and over 4 MiB: staged in the large tier before the commit
+                "weights.bin": os.urandom(5 * 1024 * 1024 + 3),
+            },
+            _open_cdc,
+        ),
         _group_op(),
         _gc_op(),
         _export_op(),
@@ -422,7 +442,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--only",
-        help="one operation (commit-small, commit-chunked, commit-group, gc, export, migrate)",
+        help="one operation (commit-small, commit-chunked, commit-cdc, commit-group, gc,"
+        " export, migrate)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

@@ -577,6 +577,15 @@ class Connection:
                 # committed, so the outcome is known (nothing written).
                 self._rollback_quietly()
                 raise _translate(exc, "COMMIT") from exc
+            except apsw.FullError as exc:
+                # Out of space while writing the transaction's frames: the commit record is
+                # what could not be written, so nothing is published. Said as disk_full --
+                # free space first; a retry then converges as after any failed commit.
+                self._rollback_quietly()
+                raise errors.DiskFullError(
+                    f"COMMIT failed: the disk is full ({exc}). Nothing was acknowledged. Free "
+                    "space, then retry: the retry converges on the same result."
+                ) from exc
             except apsw.Error as exc:
                 self._rollback_quietly()
                 raise errors.CommitOutcomeUnknownError(

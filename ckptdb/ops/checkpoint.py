@@ -26,8 +26,16 @@ class Checkpoint:
 
     __slots__ = ("_entries", "_handle", "_info", "_row")
 
-    def __init__(self, handle: Handle, row: CheckpointRow, entries: list[EntryRow]) -> None:
-        check_manifest(row, entries)
+    def __init__(
+        self,
+        handle: Handle,
+        row: CheckpointRow,
+        entries: list[EntryRow],
+        *,
+        verified: bool = False,
+    ) -> None:
+        if not verified:  # ``verified``: these very rows were checked before (cache)
+            check_manifest(row, entries)
         self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}

@@ -25,7 +25,8 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +37,27 @@ from ..store import Store, blobs, checkpoints, pins, pointers, settings
 from ..store.receipts import store_receipt
 
 DEFAULT_GRACE_SECONDS = 3600.0
-#: Checkpoints deleted per sweep transaction. Each deletion rewrites a page of every index
-#: on a random key (ids, digests), so bigger batches share those pages: at 100,000
-#: checkpoints, 2000 cut the cost per deletion from ~138 to ~92 us against 500, holding the
-#: write lock at most ~0.2 s per batch (docs/performance.md).
+#: Checkpoints deleted by the first sweep transaction (later ones adapt, see below). Each
+#: deletion rewrites a page of every index on a random key (ids, digests), so bigger
+#: batches share those pages: at 100,000 checkpoints, 2000 cut the cost per deletion from
+#: ~138 to ~92 us against 500 (docs/performance.md).
 SWEEP_BATCH = 2000
+#: The sweep adapts its batch to hold the write lock about this long (seconds): larger
+#: batches share more index pages (the cost per deletion falls), so a batch grows while it
+#: stays under the target and shrinks when one took longer (machine load, a bigger file).
+SWEEP_TARGET_SECONDS = 0.1
+SWEEP_BATCH_MIN = 500
+SWEEP_BATCH_MAX = 20_000
+#: Page cache while sweeping (KiB). A batch at 100,000 checkpoints dirties ~2,400 pages
+#: (most of them in the two random-key indexes), more than the default 8 MiB holds, so
+#: SQLite spilled and re-read pages mid-transaction. Memory for the length of a GC only.
+SWEEP_CACHE_KIB = 64 * 1024
+#: WAL size (bytes) at which the automatic checkpoint runs while sweeping. With the
+#: default (1000 pages) every batch was followed by a checkpoint copying its ~2,400 pages
+#: into the file, although the next batches dirty most of the same index pages again;
+#: letting the WAL grow to this size copies each page once per several batches. The WAL
+#: is truncated when GC ends.
+SWEEP_WAL_BYTES = 64 * 1024 * 1024
 VACUUM_STEP_PAGES = 1024
 MAX_IDS_IN_RECEIPT = 1_000
 Progress = Callable[[int, int], None]
@@ -103,7 +120,12 @@ def mark(
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
     ns_ids = sorted(chosen)
-    depths = checkpoints.depths_from_current(conn, ns_ids)
+    # Walk the lineages only as deep as some policy looks (keep_last alone: its N steps).
+    wanted = [p.lineage_depth() for p in chosen.values()]
+    depth_limit = None if None in wanted else max(d for d in wanted if d is not None)
+    depths = (
+        checkpoints.depths_from_current(conn, ns_ids, limit=depth_limit) if depth_limit != 0 else {}
+    )
     protected = _protected(conn)
     extra_keep = {
         row.seq
@@ -112,16 +134,18 @@ def mark(
     }
     with_meta = any(p.needs_metadata() for p in chosen.values())
     candidates: dict[int, list[Candidate]] = {ns: [] for ns in ns_ids}
+    # One pass, positional arguments, no JSON unless a rule reads metadata: this loop runs
+    # once per stored checkpoint of the namespaces in scope.
     for seq, ns_id, generation, created, meta in checkpoints.iter_retention_candidates(
         conn, ns_ids, with_metadata=with_meta
     ):
         candidates[ns_id].append(
             Candidate(
-                seq=seq,
-                generation=generation,
-                created_at_ms=created,
-                depth=depths.get(seq),
-                metadata=validation.metadata_from_json(meta) if meta is not None else None,
+                seq,
+                generation,
+                created,
+                depths.get(seq),
+                None if meta is None else validation.metadata_from_json(meta),
             )
         )
     doomed: list[int] = []
@@ -129,18 +153,41 @@ def mark(
     for ns_id, items in candidates.items():
         kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
         examined += len(items)
-        for c in items:
-            if c.seq in kept_seqs:
-                kept += 1
-            else:
-                doomed.append(c.seq)
+        gone = [c.seq for c in items if c.seq not in kept_seqs]
+        kept += len(items) - len(gone)
+        doomed.extend(gone)
     return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
 
 
 def _temp_seqs(conn: Connection, table: str, seqs: Iterable[int]) -> None:
+    """(Re)fill GC's temporary table ``table`` (one ``seq`` column) with ``seqs``."""
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (seq INTEGER PRIMARY KEY)")
     conn.execute(f"DELETE FROM temp.{table}")
-    conn.executemany(f"INSERT OR IGNORE INTO temp.{table} (seq) VALUES (?)", [(s,) for s in seqs])
+    # One statement for the whole list (SQLite parses the JSON array in C): an executemany
+    # of one row per seq cost more than the deletions of a batch's blobs.
+    conn.execute(
+        f"INSERT OR IGNORE INTO temp.{table} (seq) SELECT value FROM json_each(?)",
+        (json.dumps([int(s) for s in seqs]),),
+    )
+
+
+@contextmanager
+def bulk_delete_settings(conn: Connection) -> Iterator[None]:
+    """Connection settings for sweeping (a bigger page cache, a later automatic WAL
+    checkpoint: see SWEEP_CACHE_KIB and SWEEP_WAL_BYTES), restored afterwards. Only this
+    connection changes; the caller holds the handle, so nothing else uses it meanwhile."""
+    cache = conn.pragma("cache_size")
+    auto = int(conn.pragma("wal_autocheckpoint"))
+    page_size = int(conn.pragma("page_size"))
+    conn.pragma("cache_size", -SWEEP_CACHE_KIB)
+    if auto > 0:  # 0: someone (Litestream's setup) turned them off; leave it so
+        conn.pragma("wal_autocheckpoint", max(auto, SWEEP_WAL_BYTES // page_size))
+    try:
+        yield
+    finally:
+        conn.pragma("cache_size", cache)
+        if auto > 0:
+            conn.pragma("wal_autocheckpoint", auto)
 
 
 def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
@@ -149,7 +196,8 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
     _temp_seqs(conn, "gc_doomed", doomed)
     out.deleted_ids = checkpoints.ids_of(conn, "gc_doomed")
     # Distinct candidate blobs first, then one survival check per blob (not per entry).
-    _temp_seqs(conn, "gc_dead_blob", checkpoints.blobs_of(conn, "gc_doomed"))
+    _temp_seqs(conn, "gc_dead_blob", ())
+    checkpoints.list_blobs_of(conn, "gc_doomed", "gc_dead_blob")
     checkpoints.drop_still_used(conn, "gc_dead_blob", except_table="gc_doomed")
     out.blobs, out.bytes_freed = blobs.listed_blob_totals(conn, "gc_dead_blob")
     chunk_count, chunk_bytes = blobs.chunks_freed_with(conn, "gc_dead_blob", cutoff_ms)
@@ -159,25 +207,55 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
 
 
 def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
-    """Delete one batch of checkpoints and whatever becomes unreferenced (one transaction)."""
+    """Delete one batch of checkpoints and whatever becomes unreferenced (one transaction).
+
+    Set-based: the batch's seqs, then its candidate blobs and chunks, live in temporary
+    tables and each step is one statement over them (no per-row Python, no round trip of
+    ids through Python). ``out`` is updated only once the transaction committed."""
     with conn.write_transaction():
         # Re-check protection inside the transaction: CURRENT or a pin may have moved.
         protected = _protected(conn)
-        safe = [s for s in seqs if s not in protected]
-        _temp_seqs(conn, "gc_batch", safe)
-        out.deleted_ids.extend(checkpoints.ids_of(conn, "gc_batch"))
-        _temp_seqs(conn, "gc_blob", checkpoints.blobs_of(conn, "gc_batch"))
-        checkpoints.delete_listed(conn, "gc_batch")
-        # Blobs that no remaining entry references.
+        _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
+        _temp_seqs(conn, "gc_blob", ())
+        _temp_seqs(conn, "gc_chunk", ())
+        # Candidate blobs must be listed before their entries go.
+        checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
+        deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
+        # Blobs that no remaining entry references, then their chunks.
         checkpoints.drop_still_used(conn, "gc_blob")
-        count, freed = blobs.listed_blob_totals(conn, "gc_blob")
-        out.blobs += count
-        out.bytes_freed += freed
-        _temp_seqs(conn, "gc_chunk", blobs.chunks_of_listed(conn, "gc_blob"))
-        blobs.delete_listed(conn, "gc_blob")
-        count, freed = blobs.delete_unused_chunks(conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms)
-        out.chunks += count
-        out.bytes_freed += freed
+        blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
+        blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
+        chunk_count, chunk_bytes = blobs.delete_unused_chunks(
+            conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
+        )
+    out.deleted_ids.extend(deleted_ids)
+    out.blobs += blob_count
+    out.chunks += chunk_count
+    out.bytes_freed += blob_bytes + chunk_bytes
+
+
+def sweep(
+    conn: Connection,
+    doomed: list[int],
+    cutoff_ms: int,
+    out: Sweep,
+    progress: Progress | None = None,
+) -> None:
+    """Delete ``doomed`` (seqs, in seq order so consecutive batches touch neighbouring
+    pages of the tables keyed by seq) in batches sized to :data:`SWEEP_TARGET_SECONDS`."""
+    size, done, total = SWEEP_BATCH, 0, len(doomed)
+    while done < total:
+        started = time.perf_counter()
+        sweep_batch(conn, doomed[done : done + size], cutoff_ms, out)
+        took = time.perf_counter() - started
+        done += size
+        if progress is not None:
+            progress(min(done, total), total)
+        # Proportional step, at most doubling or halving: the batch's time includes COMMIT
+        # (and sometimes the automatic WAL checkpoint after it), an upper bound on the
+        # time other writers waited.
+        factor = min(2.0, max(0.5, SWEEP_TARGET_SECONDS / max(took, 1e-6)))
+        size = int(min(SWEEP_BATCH_MAX, max(SWEEP_BATCH_MIN, size * factor)))
 
 
 def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
@@ -276,15 +354,12 @@ def run(
     floors: dict[str, int] = {}
     if not dry_run:
         swept = Sweep()
-        total = len(marked.doomed)
-        for start in range(0, total, SWEEP_BATCH):
-            sweep_batch(conn, marked.doomed[start : start + SWEEP_BATCH], cutoff_ms, swept)
-            if progress is not None:
-                progress(min(start + SWEEP_BATCH, total), total)
-        sweep_orphan_chunks(conn, cutoff_ms, swept)
-        if keep_history is not None:
-            trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
-        pages = reclaim(conn)
+        with bulk_delete_settings(conn):
+            sweep(conn, marked.doomed, cutoff_ms, swept, progress)
+            sweep_orphan_chunks(conn, cutoff_ms, swept)
+            if keep_history is not None:
+                trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
+            pages = reclaim(conn)
     body: dict[str, Any] = {
         "policy": None if policy is None else json.loads(policy.model_dump_json()),
         "namespaces": marked.namespaces,
@@ -363,8 +438,8 @@ def delete_selected(
             with conn.write_transaction():
                 prologue()
         swept = Sweep()
-        for start in range(0, len(doomed), SWEEP_BATCH):
-            sweep_batch(conn, doomed[start : start + SWEEP_BATCH], cutoff_ms, swept)
+        with bulk_delete_settings(conn):
+            sweep(conn, doomed, cutoff_ms, swept)
         body: dict[str, Any] = {
             "namespaces": namespaces,
             "checkpoints_deleted": len(swept.deleted_ids),

@@ -447,3 +447,33 @@ def _landed(conn: Connection, ptr: PointerRow, ack: models.CommitAck) -> bool:
         move.revision == ack.pointer_revision
         for move in pointers.moves_to(conn, ptr.namespace_id, ack.checkpoint_id)
     )
+
+
+def route(
+    handle: Handle,
+    group: GroupCommit | None,
+    prepare: Callable[[Store, Callable[[int, int], None] | None], CommitPlan],
+    values: list[object],
+    progress: Callable[[int, int], None] | None,
+) -> models.CommitAck:
+    """Commit through the plain path or the group, whichever applies (see the module
+    docstring): ``prepare(store, progress)`` builds the plan, ``values`` are the entry
+    values in name order (to tell whether preparing needs the connection)."""
+    if group is None or handle.held_by_current_thread():
+        # Without group commit, or from inside the handle (an on_publish hook, a session):
+        # a queued commit would wait for a leader that waits for this thread.
+        with handle.use(write=True) as store:
+            return commit_op.commit(handle, store, prepare(store, progress))
+    if group.try_lead():
+        # Nobody else is committing: the plain path, holding the lead so that commits
+        # arriving meanwhile queue up for the next batch.
+        return group.lead_alone(
+            lambda store: commit_op.commit(handle, store, prepare(store, progress))
+        )
+    handle.check_writable()
+    plan = prepare_unlocked(handle.store.chunk_size, values, prepare, progress)
+    if plan is None:
+        # Staging writes chunks through the connection: prepare under the handle.
+        with handle.use(write=True) as store:
+            plan = prepare(store, progress)
+    return group.commit(plan)

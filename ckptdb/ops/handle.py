@@ -8,6 +8,7 @@ whether the file still needs migrations; it rebuilds the store in exactly one pl
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -16,6 +17,10 @@ from ..connection import Connection
 from ..store import Store
 from ..store.chunking import Chunker
 from ..store.migrations import Migration
+from ..store.rows import CheckpointRow, EntryRow
+
+#: Verified manifests remembered per handle.
+MANIFEST_CACHE = 4096
 
 
 class Handle:
@@ -41,9 +46,27 @@ class Handle:
         # The thread inside use(), if any: a commit from that thread (an on_publish hook, a
         # read session) must not queue behind a leader that waits for this very lock.
         self._owner: int | None = None
+        # Manifests that verified, by id (immutable, so a cached one stays true); bounded.
+        self._manifests: OrderedDict[str, tuple[CheckpointRow, list[EntryRow]]] = OrderedDict()
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
         #: a file, for inspection)
         self.schema_problems: list[str] = []
+
+    def verified_manifest(self, row: CheckpointRow) -> list[EntryRow] | None:
+        """The entries of ``row``'s manifest if this very row verified before, else None."""
+        with self.lock:
+            cached = self._manifests.get(row.id)
+            if cached is None or cached[0] != row:
+                return None
+            self._manifests.move_to_end(row.id)
+            return cached[1]
+
+    def remember_manifest(self, row: CheckpointRow, entries: list[EntryRow]) -> None:
+        """Remember a manifest that verified."""
+        with self.lock:
+            self._manifests[row.id] = (row, entries)
+            while len(self._manifests) > MANIFEST_CACHE:
+                self._manifests.popitem(last=False)
 
     @property
     def store(self) -> Store:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .. import errors, models
+from .. import errors, models, validation
 from ..connection import Connection
 from ..store import Store, checkpoints, pointers, receipts
 from ..store.rows import CheckpointRow, PointerRow
@@ -100,7 +100,8 @@ def _validate(cp: Checkpoint, validator: Validator | None) -> None:
         raise
     except Exception as exc:
         raise errors.ValidatorRejectedError(
-            f"validator rejected checkpoint {cp.id[:12]}: {type(exc).__name__}: {exc}",
+            f"validator rejected checkpoint {cp.id[:12]}: {type(exc).__name__}: "
+            + validation.safe_text(str(exc)),
             checkpoint_id=cp.id,
         ) from exc
     if verdict is False:
@@ -116,7 +117,7 @@ def _rejection(checkpoint_id: str, exc: errors.CkptdbError) -> models.Rejection:
     return models.Rejection(
         checkpoint_id=checkpoint_id,
         code=code,
-        detail=exc.message,
+        detail=validation.safe_text(exc.message),
         entry=entry if isinstance(entry, str) else None,
     )
 

@@ -13,7 +13,9 @@ import hashlib
 import io
 import os
 import stat
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -32,6 +34,8 @@ STAGE_BATCH_BYTES = 1024 * 1024
 #: stored raw without trying, except every RAW_PROBE_EVERY-th, which probes again.
 RAW_AFTER = 16
 RAW_PROBE_EVERY = 64
+#: Chunks being hashed and compressed ahead of the writer at most.
+ENCODE_WINDOW = 8
 
 
 @dataclass
@@ -217,17 +221,22 @@ def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int) -> PreparedBlob:
             chunk_digests=DigestList(c.digest for c in chunks),
             chunks=chunks,
         )
-    return _stage(blobs, blobs.chunker.cut_stream(io.BytesIO(data)), now_ms)
+    # Too large to hold until the commit: staged, cut exactly as the same bytes always are.
+    return _stage(blobs, blobs.chunker.cut(data), now_ms)
 
 
 def _prepare_stream(
     blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int
 ) -> PreparedBlob:
-    limit = max(blobs.chunk_size, blobs.chunker.inline_limit)
+    # A stream that ends within the limit is cut like the same bytes given in memory; a
+    # longer one is cut as it is read (its length puts it in the chunker's large tier).
+    limit = max(blobs.chunk_size, blobs.chunker.whole_limit)
     head = _read_exact(source, limit + 1)
-    if len(head) <= limit and len(head) <= budget[0]:
-        budget[0] -= len(head)
-        return _prepare_bytes(blobs, head, now_ms)
+    if len(head) <= limit:
+        if len(head) <= budget[0]:
+            budget[0] -= len(head)
+            return _prepare_bytes(blobs, head, now_ms)
+        return _stage(blobs, blobs.chunker.cut(head), now_ms)
     return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms)
 
 
@@ -278,6 +287,23 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
         blob.repaired.extend(repaired)
         batch, batch_bytes = [], 0
 
+    # Hashing and compressing the next chunks (hashlib and zstd release the GIL) runs on a
+    # helper thread while this one cuts and writes: a bounded window of chunks in flight.
+    encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-encode")
+    in_flight: deque[tuple[int, Future[EncodedChunk]]] = deque()
+
+    def take_one() -> None:
+        nonlocal batch_bytes, incompressible
+        size, future = in_flight.popleft()
+        chunk = future.result()
+        incompressible = incompressible + 1 if chunk.codec == codec.RAW else 0
+        batch.append(chunk)
+        batch_bytes += len(chunk.stored)
+        blob.chunk_digests.append(chunk.digest)
+        blob.size += size
+        if batch_bytes >= STAGE_BATCH_BYTES:
+            flush()
+
     try:
         with blobs.conn.relaxed_sync():
             for piece in pieces:
@@ -286,17 +312,15 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
                 data = piece if isinstance(piece, bytes) else bytes(piece)
                 whole.update(data)  # immutable bytes: safe to hash on the helper thread
                 probe = incompressible < RAW_AFTER or incompressible % RAW_PROBE_EVERY == 0
-                chunk = EncodedChunk.of(data, compress=probe)
-                incompressible = incompressible + 1 if chunk.codec == codec.RAW else 0
-                batch.append(chunk)
-                batch_bytes += len(chunk.stored)
-                blob.chunk_digests.append(chunk.digest)
-                blob.size += len(data)
-                if batch_bytes >= STAGE_BATCH_BYTES:
-                    flush()
+                in_flight.append((len(data), encoder.submit(EncodedChunk.of, data, compress=probe)))
+                if len(in_flight) >= ENCODE_WINDOW:
+                    take_one()
+            while in_flight:
+                take_one()
             flush()
         blob.digest = whole.hexdigest()
     finally:
+        encoder.shutdown(wait=True, cancel_futures=True)
         whole.close()
     if not blob.chunk_digests:
         return _inline(b"")

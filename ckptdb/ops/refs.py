@@ -13,8 +13,18 @@ from .handle import Handle
 
 
 def checkpoint(handle: Handle, store: Store, row: CheckpointRow) -> Checkpoint:
-    """A checkpoint handle over a row (its manifest checked against its id)."""
-    return Checkpoint(handle, row, checkpoints.entries_of(store.conn, row.seq))
+    """A checkpoint handle over a row (its manifest checked against its id).
+
+    Manifests are immutable, so one that verified is remembered per handle: the next
+    lookup of the same row (read again, and equal) skips reading and hashing its entries.
+    Entry bytes are verified on every read regardless."""
+    entries = handle.verified_manifest(row)
+    if entries is not None:
+        return Checkpoint(handle, row, entries, verified=True)
+    entries = checkpoints.entries_of(store.conn, row.seq)
+    cp = Checkpoint(handle, row, entries)
+    handle.remember_manifest(row, entries)
+    return cp
 
 
 def require_row(store: Store, checkpoint_id: str) -> CheckpointRow:

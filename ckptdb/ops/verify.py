@@ -48,7 +48,7 @@ class _Report:
         self.problems: list[models.Problem] = []
         self.bytes_checked = 0
 
-    def add(self, code: str, detail: str, **where: object) -> None:
+    def add(self, code: models.FindingCode, detail: str, **where: object) -> None:
         # Locations often come from the damaged row itself, where a flipped serial type can
         # turn a text column into any SQLite type; a location that is not text names nothing.
         located = {k: v if isinstance(v, str) else None for k, v in where.items()}
@@ -412,7 +412,14 @@ def verify_database(
         "checkpoints_checked": checkpoints_checked,
         "bytes_checked": report.bytes_checked,
     }
-    receipt_id = receipts.record(conn, "verify", body, at_ms=now_ms)
+    # The receipt is best-effort: a full disk (or a read-only file) must not cost the
+    # caller the report itself.
+    receipt_id: int | None = None
+    receipt_error: str | None = None
+    try:
+        receipt_id = receipts.record(conn, "verify", body, at_ms=now_ms)
+    except (errors.StorageError, errors.BusyTimeoutError, errors.CommitOutcomeUnknownError) as exc:
+        receipt_error = f"{exc.code}: {exc}"
     return models.VerifyReport(
         ok=ok,
         quick=quick,
@@ -424,5 +431,6 @@ def verify_database(
         pointers_checked=pointers_checked,
         problems=report.problems,
         receipt_id=receipt_id,
+        receipt_error=receipt_error,
         at=models.from_ms(now_ms),
     )

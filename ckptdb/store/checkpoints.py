@@ -164,18 +164,24 @@ def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[C
     return [_checkpoint(r) for r in rows]
 
 
-def depths_from_current(conn: Connection, namespace_ids: list[int]) -> dict[int, int]:
-    """seq -> distance from CURRENT along parent links, for the given namespaces."""
+def depths_from_current(
+    conn: Connection, namespace_ids: list[int], *, limit: int | None = None
+) -> dict[int, int]:
+    """seq -> distance from CURRENT along parent links, for the given namespaces; with
+    ``limit``, only the checkpoints less than ``limit`` steps from CURRENT (GC walks only as
+    deep as its policy looks: keep_last=5 needs 5 steps, not the whole lineage)."""
     depths: dict[int, int] = {}
     for start in range(0, len(namespace_ids), 500):
         part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
+        params: dict[str, int] = {f"n{i}": ns for i, ns in enumerate(part)}
+        params["limit"] = -1 if limit is None else limit
+        marks = ",".join(f":n{i}" for i in range(len(part)))
         seed = (
             "SELECT c.seq, c.parent_id, c.generation FROM pointer p"
             f" JOIN checkpoint c ON c.seq = p.current_seq WHERE p.namespace_id IN ({marks})"
         )
         rows = conn.execute(
-            _walk(seed, limited=False) + " SELECT seq, min(depth) FROM walk GROUP BY seq", part
+            _walk(seed, limited=True) + " SELECT seq, min(depth) FROM walk GROUP BY seq", params
         )
         depths.update({int(s): int(d) for s, d in rows})
     return depths
@@ -286,7 +292,18 @@ def iter_retention_candidates(
             f" WHERE namespace_id IN ({marks})",
             part,
         ):
-            check_types(row, _CANDIDATE_TYPES, "checkpoint row")
+            # The check of check_types, inlined: GC reads every candidate row (100,000 at a
+            # time), and the generic loop was a third of the mark phase. apsw returns exact
+            # ints and strs (never a subclass), so ``type(...) is`` is the same test.
+            seq, namespace_id, generation, created, meta = row
+            if not (
+                type(seq) is int
+                and type(namespace_id) is int
+                and type(generation) is int
+                and type(created) is int
+                and (meta is None or type(meta) is str)
+            ):
+                check_types(row, _CANDIDATE_TYPES, "checkpoint row")  # raises CorruptionError
             yield row
 
 
@@ -317,29 +334,35 @@ def all_rows(conn: Connection) -> list[CheckpointRow]:
 
 def ids_of(conn: Connection, seqs_table: str) -> list[str]:
     """Ids of the checkpoints whose seqs a temporary table lists, by seq."""
+    # ``IN`` rather than a join: the planner has no statistics on a temporary table and
+    # chose to scan all of ``checkpoint`` once per GC batch (quadratic in the file).
     return [
         str(r[0])
         for r in conn.execute(
-            f"SELECT c.id FROM temp.{seqs_table} d JOIN checkpoint c ON c.seq = d.seq"
-            " ORDER BY c.seq"
+            "SELECT id FROM checkpoint"
+            f" WHERE seq IN (SELECT seq FROM temp.{seqs_table}) ORDER BY seq"
         )
     ]
 
 
-def blobs_of(conn: Connection, seqs_table: str) -> list[int]:
-    """Distinct blob ids the entries of the listed checkpoints use."""
-    return [
-        int(r[0])
-        for r in conn.execute(
-            f"SELECT DISTINCT e.blob_id FROM temp.{seqs_table} b"
-            " JOIN entry e ON e.checkpoint_seq = b.seq"
-        )
-    ]
+def list_blobs_of(conn: Connection, seqs_table: str, blob_table: str) -> None:
+    """Add to a temporary table (one ``seq`` column) the distinct blob ids the entries of
+    the listed checkpoints use, without a round trip through Python."""
+    conn.execute(
+        f"INSERT OR IGNORE INTO temp.{blob_table} (seq) SELECT DISTINCT blob_id FROM entry"
+        f" WHERE checkpoint_seq IN (SELECT seq FROM temp.{seqs_table})"
+    )
 
 
-def delete_listed(conn: Connection, seqs_table: str) -> None:
-    """Delete the listed checkpoints (their entries go with them: ON DELETE CASCADE)."""
-    conn.execute(f"DELETE FROM checkpoint WHERE seq IN (SELECT seq FROM temp.{seqs_table})")
+def delete_listed(conn: Connection, seqs_table: str) -> list[str]:
+    """Delete the listed checkpoints and their entries; returns the deleted ids."""
+    listed = f"(SELECT seq FROM temp.{seqs_table})"
+    # Entries first, in one statement in key order: left to ON DELETE CASCADE, SQLite runs
+    # a sub-program per checkpoint row, which measured ~1.4x slower for a GC batch. The
+    # cascade stays as the schema's safety net (it then finds nothing to delete).
+    conn.execute(f"DELETE FROM entry WHERE checkpoint_seq IN {listed}")
+    rows = conn.execute(f"DELETE FROM checkpoint WHERE seq IN {listed} RETURNING id")
+    return [str(r[0]) for r in rows]
 
 
 def drop_still_used(conn: Connection, blob_table: str, *, except_table: str | None = None) -> None:

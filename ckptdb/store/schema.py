@@ -81,7 +81,10 @@ def _objects(conn: Connection) -> Objects:
 def mismatches(conn: Connection) -> list[str]:
     """Every way the file's schema differs from what its recorded migrations produce,
     in words (empty when the schema is exactly ckptdb's)."""
-    versions = migrations.applied_sets(conn)
+    # One snapshot: another process may be applying a migration meanwhile.
+    with conn.read_transaction():
+        versions = migrations.applied_sets(conn)
+        have = _objects(conn)
     if not versions:
         return []  # a new, empty file: nothing to compare yet
     problems = [
@@ -90,7 +93,6 @@ def mismatches(conn: Connection) -> list[str]:
         if _set(name) is None
     ]
     want = expected(versions)
-    have = _objects(conn)
     for (kind, name), sql in sorted(have.items()):
         if kind == "table" and name in COMPANION_TABLES:
             continue
