@@ -127,7 +127,7 @@ def _verify(s: Session, quick: bool) -> list[models.Problem]:
     """The ``ckptdb verify`` findings for the saver's tables."""
     problems: list[models.Problem] = []
 
-    def add(code: str, detail: str, namespace: object = None) -> None:
+    def add(code: models.FindingCode, detail: str, namespace: object = None) -> None:
         ns = namespace if isinstance(namespace, str) else None
         problems.append(models.Problem(code=code, detail=detail, namespace=ns))
 
