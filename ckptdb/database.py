@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -309,6 +309,13 @@ class Database:
         with self._handle.use() as store, store.conn.read_transaction():
             row = refs.require_row(store, checkpoint_id)
             return refs.checkpoint(self._handle, store, row)
+
+    def existing(self, checkpoint_ids: Iterable[str]) -> set[str]:
+        """Which of these full checkpoint ids are stored, in one read (for a caller that
+        caches immutable checkpoints and must know whether they were collected since)."""
+        ids = [validation.checkpoint_id(c) for c in checkpoint_ids]
+        with self._handle.use() as store:
+            return refs.existing(store, ids)
 
     def pointer(self, namespace: str) -> models.Pointer | None:
         """The CURRENT pointer of a namespace (ids, revision, digest), or None."""

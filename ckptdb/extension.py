@@ -3,12 +3,14 @@ to run SQL on its *own* tables, inside transactions the Database opens."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from . import models
+from .ops.verify import register_hook
 from .store.rows import check_types
 
-__all__ = ["Params", "Row", "Session", "check_types"]
+__all__ = ["Params", "Row", "Session", "check_types", "register_verify_hook"]
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any]
@@ -37,3 +39,15 @@ class Session(Protocol):
     def changes(self) -> int:
         """Rows changed by the last statement."""
         ...
+
+
+def register_verify_hook(
+    migration_set: str, hook: Callable[[Session, bool], list[models.Problem]]
+) -> None:
+    """Have ``Database.verify`` (and ``ckptdb verify``) check an integration's own tables.
+
+    On every file where the migration set ``migration_set`` is applied, ``hook(session,
+    quick)`` runs inside verify's read transaction, after the core checks; the problems it
+    returns join the report (and make it not ``ok``). Only SQL on the set's own tables
+    belongs there. A later registration for the same set replaces the earlier one."""
+    register_hook(migration_set, hook)

@@ -168,6 +168,12 @@ FindingCode = Literal[
     "history_chain",
     "history_truncated",
     "receipt_mismatch",
+    # contributed by integrations' verify hooks (ckptdb.extension.register_verify_hook);
+    # the LangGraph saver's tables:
+    "lg_write_mismatch",
+    "lg_write_unsealed",
+    "lg_write_damaged",
+    "lg_row_damaged",
 ]
 
 

@@ -318,9 +318,9 @@ class _Recorder:
         inner = saver._encode
 
         def encode(*args: Any, **kwargs: Any) -> Any:
-            entries, remembered = inner(*args, **kwargs)
-            self.blobs.extend(v for v in entries.values() if isinstance(v, bytes))
-            return entries, remembered
+            result = inner(*args, **kwargs)
+            self.blobs.extend(v for v in result[0].values() if isinstance(v, bytes))
+            return result
 
         saver._encode = encode  # type: ignore[method-assign]
 

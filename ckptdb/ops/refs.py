@@ -32,6 +32,11 @@ def require_row(store: Store, checkpoint_id: str) -> CheckpointRow:
     return checkpoints.require_checkpoint(store.conn, checkpoint_id)
 
 
+def existing(store: Store, checkpoint_ids: list[str]) -> set[str]:
+    """Which of these full checkpoint ids are stored."""
+    return checkpoints.existing_ids(store.conn, checkpoint_ids)
+
+
 def pointer(store: Store, namespace: str) -> PointerRow | None:
     """The CURRENT pointer row of a namespace, or None."""
     return pointers.pointer(store.conn, namespace)

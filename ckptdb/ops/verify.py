@@ -3,18 +3,44 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .. import canonical, errors, models
 from ..connection import Connection
-from ..store import Store, blobs, checkpoints, pointers, receipts, schema
+from ..store import Store, blobs, checkpoints, migrations, pointers, receipts, schema
 from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
+#: An integration's check of its own tables: (read session, quick) -> problems found.
+VerifyHook = Callable[[Any, bool], list[models.Problem]]
+_hooks: dict[str, VerifyHook] = {}
+_hooks_lock = threading.Lock()
+#: Where the hook of an integration shipped with ckptdb lives (imported when its migration
+#: set is found in a file, so `ckptdb verify` checks it without the caller importing it).
+_HOOK_MODULES = {"langgraph": "ckptdb.integrations.langgraph.sealing"}
+
+
+def register_hook(migration_set: str, hook: VerifyHook) -> None:
+    """Make ``verify`` run ``hook`` on every file where ``migration_set`` is applied (see
+    :func:`ckptdb.extension.register_verify_hook`)."""
+    with _hooks_lock:
+        _hooks[migration_set] = hook
+
+
+def _hook(name: str) -> VerifyHook | None:
+    with _hooks_lock:
+        found = _hooks.get(name)
+    if found is None and name in _HOOK_MODULES:
+        importlib.import_module(_HOOK_MODULES[name])  # registers itself on import
+        with _hooks_lock:
+            found = _hooks.get(name)
+    return found
 
 
 class _Report:
@@ -340,6 +366,16 @@ def _receipts(conn: Connection, report: _Report) -> None:
             )
 
 
+def _integrations(conn: Connection, quick: bool, report: _Report) -> None:
+    """Run the verify hook of every integration migration set applied in the file."""
+    for name in migrations.applied_sets(conn):
+        if name == migrations.CORE:
+            continue
+        hook = _hook(name)
+        if hook is not None:
+            report.problems.extend(hook(conn, quick))
+
+
 def verify_database(
     store: Store, *, quick: bool, progress: Progress | None = None
 ) -> models.VerifyReport:
@@ -365,6 +401,7 @@ def verify_database(
         )
         pointers_checked = _phase(report, "pointers", lambda: _pointers(conn, report), 0)
         _phase(report, "receipts", lambda: _receipts(conn, report), None)
+        _phase(report, "integrations", lambda: _integrations(conn, quick, report), None)
     now_ms = time.time_ns() // 1_000_000
     ok = not report.problems
     body = {

@@ -42,6 +42,19 @@ def checkpoint_by_id(
     return None if row is None else _checkpoint(row)
 
 
+def existing_ids(conn: Connection, checkpoint_ids: list[str]) -> set[str]:
+    """Which of these full checkpoint ids are stored (one indexed statement per 500)."""
+    found: set[str] = set()
+    for start in range(0, len(checkpoint_ids), 500):
+        part = checkpoint_ids[start : start + 500]
+        marks = ", ".join("?" * len(part))
+        found.update(
+            str(r[0])
+            for r in conn.execute(f"SELECT id FROM checkpoint WHERE id IN ({marks})", part)
+        )
+    return found
+
+
 def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> list[str]:
     """Full ids starting with ``prefix`` (lowercase hex), at most ``limit``."""
     upper = prefix + "g"  # 'g' sorts after every hex digit: a range scan on the unique index

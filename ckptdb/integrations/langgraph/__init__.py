@@ -15,7 +15,20 @@ langgraph-sqlite SOURCE DB`` moves an existing SqliteSaver database over. See
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import NotLangGraphSqliteError, PickleRefusedError
-from .saver import AsyncCkptdbSaver, CkptdbSaver
+
+if TYPE_CHECKING:
+    from .saver import AsyncCkptdbSaver, CkptdbSaver
 
 __all__ = ["AsyncCkptdbSaver", "CkptdbSaver", "NotLangGraphSqliteError", "PickleRefusedError"]
+
+
+def __getattr__(name: str) -> Any:
+    # The savers import LangGraph; ``ckptdb verify`` imports .sealing without it.
+    if name in ("AsyncCkptdbSaver", "CkptdbSaver"):
+        from . import saver  # noqa: PLC0415 - lazy on purpose
+
+        return getattr(saver, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import json
 import logging
 import os
 import random
@@ -43,10 +44,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ... import errors
 from ...database import Database
 from ...database import open as open_database
-from ...extension import Session, check_types
+from ...extension import Row, Session, check_types
 from ...models import CommitAck
 from ...types import BlobRef
-from . import _layout
+from . import _layout, sealing
+from ._cache import Loaded, VerifiedCache
 from .errors import PickleRefusedError
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,18 @@ class _Row:
 # task_id, channel, type, value, task_path, idx of an lg_write row
 _WRITE_TYPES = (str, str, str, bytes, str, int)
 _ROW_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, ckpt_id"
+# the lg_write columns _pending reads ({digest}: the column, or NULL on a version 1 file)
+_WRITE_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, value, task_path, idx,"
+    " {digest}"
+)
+
+
+class _Gone:
+    """The row's ckptdb checkpoint was collected (see ``_one_with_writes``)."""
+
+
+GONE = _Gone()
 
 
 def _row(values: Sequence[Any]) -> _Row:
@@ -129,6 +143,20 @@ def _chunks(items: Sequence[_T], size: int = _SQL_VARS) -> Iterator[Sequence[_T]
         yield items[start : start + size]
 
 
+@dataclass(frozen=True)
+class _Encoded:
+    """A put's content as the read cache keeps it (see :mod:`._cache`)."""
+
+    checkpoint: _layout.Typed
+    values: dict[str, _layout.Typed]
+    blobs: dict[str, tuple[str, str]]
+    blob_bytes: dict[str, bytes]
+
+    def loaded(self, metadata: dict[str, Any]) -> Loaded:
+        """The cache record, with the LangGraph metadata as committed."""
+        return Loaded(json.dumps(metadata), self.checkpoint, self.values, self.blobs)
+
+
 class SaverCore(BaseCheckpointSaver[str]):
     """What every part of the saver shares: the database, the serializer, the per-process
     hints, and the commit of one LangGraph checkpoint."""
@@ -155,6 +183,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         # stored: the next put references unchanged ones instead of sending them again.
         self._channels: dict[tuple[str, str], dict[str, BlobRef]] = {}
         self._registered: set[str] = set()
+        self._cache = VerifiedCache()
+        # Whether a pending write without a digest is accepted: only while rows written
+        # before schema version 2 are not sealed yet (see .sealing), i.e. on a file opened
+        # read-only before a read-write open sealed them.
+        self._unsealed_ok = False
+        self._digest_sql = "digest"
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -175,16 +209,29 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _setup(self) -> None:
         if not self.db.readonly:
             self.db.apply_migration_set(MIGRATION_SET, migrations_dir())
+            with self.db.read_session() as s:
+                pending = sealing.unsealed_pending(s)
+            if pending:
+                with self.db.write_session() as s:
+                    sealed = sealing.backfill(s)
+                log.info("sealed %d pending writes written before schema version 2", sealed)
             return
         with self.db.read_session() as s:
             found = s.scalar(
                 "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
             )
+            version = sealing.set_version(s) if found else 0
+            if version >= sealing.SEALED_VERSION:
+                self._unsealed_ok = sealing.unsealed_pending(s)
         if not found:
             raise errors.MigrationPendingError(
                 f"{self.db.path} has no LangGraph tables yet and was opened read-only; open it "
                 "read-write once (CkptdbSaver(path)) to create them"
             )
+        if version < sealing.SEALED_VERSION:
+            # An older file opened read-only: its writes have no digest column yet.
+            self._unsealed_ok = True
+            self._digest_sql = "NULL"
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -229,57 +276,157 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # -- reading --------------------------------------------------------------------------
 
-    def _writes(self, s: Session, row: _Row) -> builtins.list[PendingWrite]:
-        rows = s.execute(
-            "SELECT task_id, channel, type, value, task_path, idx FROM lg_write"
-            " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (row.thread_id, row.checkpoint_ns, row.checkpoint_id),
-        )
-        for r in rows:
-            check_types(r, _WRITE_TYPES, "pending write")
-        rows.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
-        return [(r[0], r[1], self._loads(r[2], r[3])) for r in rows]
+    def _writes_of(
+        self, s: Session, rows: Sequence[_Row]
+    ) -> dict[tuple[str, str, str], builtins.list[PendingWrite]]:
+        """The pending writes of every row, each list in ``writes_sort_key`` order, read in
+        one statement per 150 rows and each checked against its digest."""
+        found: builtins.list[Row] = []
+        for part in _chunks(rows, 150):
+            marks = ", ".join("(?, ?, ?)" for _ in part)
+            args: builtins.list[Any] = []
+            for r in part:
+                args.extend((r.thread_id, r.checkpoint_ns, r.checkpoint_id))
+            found.extend(
+                s.execute(
+                    f"SELECT {_WRITE_COLUMNS.format(digest=self._digest_sql)} FROM lg_write"
+                    f" WHERE (thread_id, checkpoint_ns, checkpoint_id) IN (VALUES {marks})",
+                    args,
+                )
+            )
+        return self._pending(found)
 
-    def _tuple(
-        self,
-        s: Session,
-        row: _Row,
-        thread_value: Any,
-        wanted: dict[str, Any] | None = None,
-    ) -> CheckpointTuple | None:
-        """Load one checkpoint (None when its ckptdb checkpoint no longer exists, or when
-        its metadata does not contain ``wanted``)."""
+    def _pending(
+        self, found: Sequence[Row]
+    ) -> dict[tuple[str, str, str], builtins.list[PendingWrite]]:
+        """Check and decode ``lg_write`` rows of :data:`_WRITE_COLUMNS`, grouped by
+        checkpoint in ``writes_sort_key`` order."""
+        grouped: dict[tuple[str, str, str], builtins.list[Row]] = {}
+        for w in found:
+            check_types(w[:3], (str, str, str), "pending write")
+            check_types(w[3:9], _WRITE_TYPES, "pending write")
+            sealing.check_write(
+                (w[0], w[1], w[2], w[3], w[8], w[4], w[5], w[6], w[7]),
+                w[9],
+                self._unsealed_ok,
+                f"{w[2]!r} task {w[3]!r} idx {w[8]}",
+            )
+            grouped.setdefault((w[0], w[1], w[2]), []).append(w[3:9])
+        out: dict[tuple[str, str, str], builtins.list[PendingWrite]] = {}
+        for key, ws in grouped.items():
+            ws.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
+            out[key] = [(r[0], r[1], self._loads(r[2], r[3])) for r in ws]
+        return out
+
+    def _one_with_writes(
+        self, s: Session, where: str, params: Sequence[Any], thread_value: Any
+    ) -> CheckpointTuple | _Gone | None:
+        """The newest ``lg_checkpoint`` row matching ``where`` and its pending writes, in
+        one statement (a join), built into a tuple; None when no row matches, :data:`GONE`
+        when the row's ckptdb checkpoint was collected."""
+        digest = "w.digest" if self._digest_sql == "digest" else "NULL"
+        found = s.execute(
+            "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,"
+            " c.ckpt_id, w.task_id, w.channel, w.type, w.value, w.task_path, w.idx,"
+            f" {digest}, w.write_id FROM (SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE {where}"
+            " ORDER BY checkpoint_id DESC LIMIT 1) c LEFT JOIN lg_write w"
+            " ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns"
+            " AND w.checkpoint_id = c.checkpoint_id",
+            params,
+        )
+        if not found:
+            return None
+        row = _row(found[0])
+        writes = self._pending([(*f[:3], *f[5:12]) for f in found if f[12] is not None])
+        tuples = self._tuples(s, [row], thread_value, writes=writes)
+        return tuples[0] if tuples else GONE
+
+    def _load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
+        """Read (and verify, through ckptdb) one checkpoint's content and cache it; None
+        when it no longer exists."""
         try:
-            cp = self.db.get(row.ckpt_id)
+            cp = self.db.get(checkpoint_id)
         except errors.CheckpointNotFoundError:
             return None  # collected outside the saver (e.g. `ckptdb gc`): treat as gone
         stored_meta = cp.metadata.get("langgraph")
-        metadata = cast(CheckpointMetadata, stored_meta if isinstance(stored_meta, dict) else {})
-        if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
-            return None
         env = _layout.decode_envelope(cp.read(_layout.ENVELOPE_ENTRY), cp.id)
-        checkpoint = cast(Checkpoint, self._loads(*env.checkpoint))
-        values: dict[str, Any] = {ch: self._loads(t, d) for ch, (t, d) in env.values.items()}
+        blobs: dict[str, bytes] = {}
+        refs: dict[str, tuple[str, str]] = {}
         for ch, (entry, type_) in env.blobs.items():
-            values[ch] = self._loads(type_, cp.read(entry))
-        checkpoint["channel_values"] = values
-        config: RunnableConfig = {
-            "configurable": {
-                "thread_id": thread_value,
-                "checkpoint_ns": row.checkpoint_ns,
-                "checkpoint_id": row.checkpoint_id,
-            }
-        }
-        parent: RunnableConfig | None = None
-        if row.parent_id:
-            parent = {
+            digest = cp.ref(entry).digest
+            blobs[digest] = cp.read(entry)
+            refs[ch] = (type_, digest)
+        loaded = Loaded(
+            json.dumps(stored_meta if isinstance(stored_meta, dict) else {}),
+            env.checkpoint,
+            env.values,
+            refs,
+        )
+        self._cache.put(cp.id, loaded, blobs)
+        return loaded, blobs
+
+    def _tuples(
+        self,
+        s: Session,
+        rows: Sequence[_Row],
+        thread_value: Any,
+        wanted: dict[str, Any] | None = None,
+        *,
+        writes: dict[tuple[str, str, str], builtins.list[PendingWrite]] | None = None,
+    ) -> builtins.list[CheckpointTuple]:
+        """The checkpoints of ``rows`` that still exist and whose metadata contains
+        ``wanted``, in order. Within the caller's read snapshot: one statement asks which
+        ckptdb checkpoints exist, one reads every pending write; content comes from the
+        verified cache, or is read and verified once (then cached)."""
+        present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
+        kept: builtins.list[tuple[_Row, Loaded, dict[str, bytes], dict[str, Any]]] = []
+        for row in rows:
+            if row.ckpt_id not in present:
+                continue
+            hit = self._cache.get(row.ckpt_id) or self._load(row.ckpt_id)
+            if hit is None:
+                continue
+            loaded, blobs = hit
+            metadata = json.loads(loaded.metadata)
+            if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
+                continue
+            kept.append((row, loaded, blobs, metadata))
+        if writes is None:
+            writes = self._writes_of(s, [k[0] for k in kept]) if kept else {}
+        out: builtins.list[CheckpointTuple] = []
+        for row, loaded, blobs, metadata in kept:
+            checkpoint = cast(Checkpoint, self._loads(*loaded.checkpoint))
+            values: dict[str, Any] = {ch: self._loads(t, d) for ch, (t, d) in loaded.values.items()}
+            for ch, (type_, digest) in loaded.blobs.items():
+                values[ch] = self._loads(type_, blobs[digest])
+            checkpoint["channel_values"] = values
+            config: RunnableConfig = {
                 "configurable": {
-                    "thread_id": thread_value,
+                    "thread_id": thread_value if thread_value is not None else row.thread_id,
                     "checkpoint_ns": row.checkpoint_ns,
-                    "checkpoint_id": row.parent_id,
+                    "checkpoint_id": row.checkpoint_id,
                 }
             }
-        return CheckpointTuple(config, checkpoint, metadata, parent, self._writes(s, row))
+            parent: RunnableConfig | None = None
+            if row.parent_id:
+                parent = {
+                    "configurable": {
+                        "thread_id": config["configurable"]["thread_id"],
+                        "checkpoint_ns": row.checkpoint_ns,
+                        "checkpoint_id": row.parent_id,
+                    }
+                }
+            key = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            out.append(
+                CheckpointTuple(
+                    config,
+                    checkpoint,
+                    cast(CheckpointMetadata, metadata),
+                    parent,
+                    writes.get(key, []),
+                )
+            )
+        return out
 
     def _mapped(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
         hint = self._last_put.get((thread_id, ns))
@@ -298,9 +445,10 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def _encode(
         self, checkpoint: Checkpoint, parent: str | None, key: tuple[str, str]
-    ) -> tuple[dict[str, bytes | BlobRef], dict[str, BlobRef]]:
-        """The entries of a ckptdb checkpoint holding ``checkpoint``, and the blob of each
-        channel stored as its own entry (remembered for the next put on the thread).
+    ) -> tuple[dict[str, bytes | BlobRef], dict[str, BlobRef], _Encoded]:
+        """The entries of a ckptdb checkpoint holding ``checkpoint``, the blob of each
+        channel stored as its own entry (remembered for the next put on the thread), and
+        the same content as the read cache keeps it.
 
         A channel value whose bytes are those this saver last stored for the channel on the
         same thread is sent as a BlobRef: ckptdb re-uses the stored blob without receiving,
@@ -312,16 +460,23 @@ class SaverCore(BaseCheckpointSaver[str]):
         previous = self._channels.get(key, {})
         values: dict[str, tuple[str, bytes | BlobRef]] = {}
         remembered: dict[str, BlobRef] = {}
+        inline: dict[str, _layout.Typed] = {}
+        refs: dict[str, tuple[str, str]] = {}
+        blob_bytes: dict[str, bytes] = {}
         for channel, value in checkpoint.get("channel_values", {}).items():
             type_, data = self._dumps(value)
             if len(data) <= self.inline_max:
                 values[channel] = (type_, data)
+                inline[channel] = (type_, data)
                 continue
             ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
             remembered[channel] = ref
+            refs[channel] = (type_, ref.digest)
+            blob_bytes[ref.digest] = data
             values[channel] = (type_, ref if previous.get(channel) == ref else data)
-        entries = _layout.build_entries(self._dumps(body), parent, values, self.inline_max)
-        return entries, remembered
+        typed_body = self._dumps(body)
+        entries = _layout.build_entries(typed_body, parent, values, self.inline_max)
+        return entries, remembered, _Encoded(typed_body, inline, refs, blob_bytes)
 
     def _commit(
         self,

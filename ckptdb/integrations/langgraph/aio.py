@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -12,14 +12,16 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 
+from .delta import DeltaHistory
 from .maintenance import Maintenance
 from .reads import Reads
 from .writes import Writes
 
 
-class AsyncTwins(Reads, Writes, Maintenance):
+class AsyncTwins(Reads, Writes, Maintenance, DeltaHistory):
     """The async twins of every saver method: each runs its sync method in a worker thread."""
 
     # -- async twins ------------------------------------------------------------------------
@@ -27,6 +29,14 @@ class AsyncTwins(Reads, Writes, Maintenance):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple` (runs in a worker thread)."""
         return await asyncio.to_thread(self.get_tuple, config)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async :meth:`get_delta_channel_history` (runs in a worker thread)."""
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
     async def alist(
         self,

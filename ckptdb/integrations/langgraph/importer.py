@@ -41,7 +41,7 @@ from ... import errors
 from ...connection import Connection, open_foreign_readonly
 from ...database import Database
 from ...models import ImportedItem, ImportReport, SkippedItem, from_ms
-from . import _layout
+from . import _layout, sealing
 from .errors import NotLangGraphSqliteError
 from .saver import CkptdbSaver
 
@@ -501,9 +501,9 @@ def _import_writes(
             with saver.db.write_session() as s:
                 s.executemany(
                     "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
-                    " task_id, idx, channel, type, value, task_path)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    batch,
+                    " task_id, idx, channel, type, value, task_path, digest)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [sealing.sealed_row(r) for r in batch],
                 )
         batch.clear()
 

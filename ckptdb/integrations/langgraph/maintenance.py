@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ... import errors
-from ...extension import Session
+from ...extension import Session, check_types
 from ...retention import RetentionPolicy
-from . import _layout
+from . import _layout, sealing
 from ._core import (
     _ROW_COLUMNS,
+    _WRITE_TYPES,
     PRUNE_KEEP_HISTORY,
     PRUNE_PIN_PREFIX,
     SaverCore,
@@ -267,13 +268,36 @@ class Maintenance(SaverCore):
                 " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)",
                 copied,
             )
-            s.executemany(
-                "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
-                " task_id, idx, channel, type, value, task_path) SELECT ?, checkpoint_ns,"
-                " checkpoint_id, task_id, idx, channel, type, value, task_path FROM lg_write"
-                " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                [(dst, src, c[1], c[2]) for c in copied],
-            )
+            # The digest seals the thread id too: each copied write is re-sealed (after
+            # checking the source row's own seal).
+            for c in copied:
+                found = s.execute(
+                    "SELECT task_id, idx, channel, type, value, task_path, digest FROM lg_write"
+                    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    (src, c[1], c[2]),
+                )
+                out = []
+                for task_id, idx, channel, type_, value, path, digest in found:
+                    check_types(
+                        (task_id, channel, type_, value, path, idx), _WRITE_TYPES, "pending write"
+                    )
+                    sealing.check_write(
+                        (src, c[1], c[2], task_id, idx, channel, type_, value, path),
+                        digest,
+                        self._unsealed_ok,
+                        f"{c[2]!r} task {task_id!r} idx {idx}",
+                    )
+                    out.append(
+                        sealing.sealed_row(
+                            (dst, c[1], c[2], task_id, idx, channel, type_, value, path)
+                        )
+                    )
+                s.executemany(
+                    "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
+                    " task_id, idx, channel, type, value, task_path, digest)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    out,
+                )
 
     def _copy_commit(
         self, namespace: str, entries: dict[str, bytes], meta: dict[str, Any], base: str | None

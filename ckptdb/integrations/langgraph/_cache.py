@@ -1,0 +1,105 @@
+"""A per-saver cache of immutable, already-verified checkpoint content.
+
+A ckptdb checkpoint id is the digest of its manifest, and a blob's name is the digest of
+its bytes: what an id names can never change, so content read (and verified) once, or
+written by this saver, may be handed out again without reading or hashing it again. What
+*can* change is whether it still exists (GC, prune, another process): callers ask the
+database which cached ids are still stored (``Database.existing``) in the same read
+transaction as the ``lg_checkpoint`` rows, so a collected checkpoint still reads as gone.
+
+Values are kept serialized (the serializer's ``[type, bytes]`` pairs) and deserialized on
+every hand-out, so callers never share mutable objects. Two bounded LRU maps, each behind
+one lock (a saver is shared between threads): envelopes by ckptdb checkpoint id, and
+channel blobs by digest (an unchanged channel is one cache entry however many checkpoints
+use it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ._layout import Typed
+
+#: Envelopes kept (each a few hundred bytes plus its inline values).
+MAX_ENVELOPES = 4096
+#: Bytes of channel blobs kept.
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What one ckptdb checkpoint holds for LangGraph, verified, still serialized."""
+
+    metadata: str  # LangGraph's metadata, JSON text
+    checkpoint: Typed  # the checkpoint without channel values
+    values: dict[str, Typed]  # inline channel values
+    blobs: dict[str, tuple[str, str]]  # channel -> (type, blob digest)
+
+
+class VerifiedCache:
+    """Bounded LRU caches of :class:`Loaded` envelopes and blob bytes (thread-safe)."""
+
+    def __init__(
+        self, max_envelopes: int = MAX_ENVELOPES, max_blob_bytes: int = MAX_BLOB_BYTES
+    ) -> None:
+        self._lock = threading.Lock()
+        self._envelopes: OrderedDict[str, Loaded] = OrderedDict()
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._blob_bytes = 0
+        self.max_envelopes = max_envelopes
+        self.max_blob_bytes = max_blob_bytes
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
+        """The envelope and every blob it needs, or None unless all are cached."""
+        with self._lock:
+            loaded = self._envelopes.get(checkpoint_id)
+            if loaded is None:
+                self.misses += 1
+                return None
+            blobs: dict[str, bytes] = {}
+            for _type, digest in loaded.blobs.values():
+                data = self._blobs.get(digest)
+                if data is None:
+                    self.misses += 1
+                    return None
+                self._blobs.move_to_end(digest)
+                blobs[digest] = data
+            self._envelopes.move_to_end(checkpoint_id)
+            self.hits += 1
+            return loaded, blobs
+
+    def put(self, checkpoint_id: str, loaded: Loaded, blobs: dict[str, bytes]) -> None:
+        """Remember a verified checkpoint (``blobs``: digest -> bytes of its blob channels)."""
+        with self._lock:
+            self._envelopes[checkpoint_id] = loaded
+            self._envelopes.move_to_end(checkpoint_id)
+            while len(self._envelopes) > self.max_envelopes:
+                self._envelopes.popitem(last=False)
+            for digest, data in blobs.items():
+                if len(data) > self.max_blob_bytes // 4:
+                    continue  # a huge value would flush everything else
+                if digest in self._blobs:
+                    self._blobs.move_to_end(digest)
+                    continue
+                self._blobs[digest] = data
+                self._blob_bytes += len(data)
+            while self._blob_bytes > self.max_blob_bytes and self._blobs:
+                _, old = self._blobs.popitem(last=False)
+                self._blob_bytes -= len(old)
+
+    def forget(self, checkpoint_ids: set[str]) -> None:
+        """Drop envelopes (of checkpoints known to be gone)."""
+        with self._lock:
+            for cid in checkpoint_ids:
+                self._envelopes.pop(cid, None)
+
+    def clear(self) -> None:
+        """Drop everything."""
+        with self._lock:
+            self._envelopes.clear()
+            self._blobs.clear()
+            self._blob_bytes = 0

@@ -1,0 +1,118 @@
+"""The read path: a verified cache of immutable content, a constant number of statements
+per call, and collected checkpoints still reading as gone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+import ckptdb
+from ckptdb import connection
+from ckptdb.integrations.langgraph import CkptdbSaver
+
+
+def cfg(thread: str, checkpoint_id: str | None = None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _chain(saver: CkptdbSaver, n: int) -> list[Any]:
+    config, out = cfg("t"), []
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["id"] = f"1ef2{i:04}-0000-6000-8000-000000000000"
+        cp["channel_values"] = {"small": i, "big": "v" * 500 + str(i), "same": "s" * 600}
+        config = saver.put(config, cp, {"step": i, "source": "loop"}, {})
+        saver.put_writes(config, [("small", i), ("big", "w" * 400)], f"task{i}")
+        out.append(config)
+    return out
+
+
+def _count_statements(saver: CkptdbSaver, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the saver's reads run from now on (through Session.execute/one)."""
+    seen: list[str] = []
+    real = connection.Connection.execute
+
+    def execute(self: Any, sql: str, params: Any = ()) -> Any:
+        seen.append(sql)
+        return real(self, sql, params)
+
+    monkeypatch.setattr(connection.Connection, "execute", execute)
+    return seen
+
+
+def test_the_hot_path_reads_back_what_it_wrote_without_reading_blobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with CkptdbSaver(tmp_path / "hot.ckpt") as saver:
+        configs = _chain(saver, 3)
+
+        def no_get(checkpoint_id: str) -> Any:
+            raise AssertionError("get_tuple re-read a checkpoint this saver just wrote")
+
+        monkeypatch.setattr(saver.db, "get", no_get)
+        latest = saver.get_tuple(cfg("t"))
+        assert latest is not None
+        assert latest.config == configs[-1]
+        assert latest.checkpoint["channel_values"]["big"] == "v" * 500 + "2"
+        assert [w[2] for w in latest.pending_writes or []] == [2, "w" * 400]
+        latest.checkpoint["channel_values"]["big"] = "mutated"  # callers own their copy
+        again = saver.get_tuple(cfg("t"))
+        assert again is not None and again.checkpoint["channel_values"]["big"] != "mutated"
+
+
+def test_list_and_get_tuple_run_a_constant_number_of_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with CkptdbSaver(tmp_path / "n.ckpt") as saver:
+        _chain(saver, 30)
+        saver._cache.clear()
+        cold = list(saver.list(cfg("t"), limit=10))  # fills the cache (verified reads)
+        assert len(cold) == 10
+        seen = _count_statements(saver, monkeypatch)
+        warm = list(saver.list(cfg("t"), limit=10))
+        assert [t.config for t in warm] == [t.config for t in cold]
+        assert [t.pending_writes for t in warm] == [t.pending_writes for t in cold]
+        ten = len(seen)
+        seen.clear()
+        assert len(list(saver.list(cfg("t"), limit=3))) == 3
+        assert len(seen) == ten  # same statements whatever the page holds
+        seen.clear()
+        assert saver.get_tuple(cfg("t")) is not None
+        assert len(seen) <= 4  # newest id, its row + writes (one join), which exist
+        seen.clear()
+        assert saver.get_tuple(cfg("t", cold[5].checkpoint["id"])) is not None
+        assert len(seen) <= 4
+    assert ten <= 6, seen
+
+
+def test_a_cached_checkpoint_collected_outside_the_saver_reads_as_gone(tmp_path: Path) -> None:
+    path = tmp_path / "gone.ckpt"
+    with CkptdbSaver(path) as saver:
+        configs = _chain(saver, 3)
+        assert saver.get_tuple(configs[0]) is not None  # cached now
+        saver.db.gc(ckptdb.RetentionPolicy(keep_last=1), namespaces=["langgraph/t"])
+        # ckptdb kept CURRENT and its fallback: the oldest is gone, though it was cached
+        assert saver.get_tuple(configs[0]) is None
+        assert [t.config for t in saver.list(cfg("t"))] == [configs[2], configs[1]]
+
+
+def test_reads_in_another_process_see_the_same_as_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "two.ckpt"
+    with CkptdbSaver(path) as writer:
+        configs = _chain(writer, 5)
+        with CkptdbSaver(ckptdb.open(path, readonly=True)) as reader:
+            for config in configs:
+                a, b = writer.get_tuple(config), reader.get_tuple(config)
+                assert a is not None and b is not None
+                assert (a.checkpoint, a.metadata, a.pending_writes, a.parent_config) == (
+                    b.checkpoint,
+                    b.metadata,
+                    b.pending_writes,
+                    b.parent_config,
+                )
