@@ -228,7 +228,7 @@ class Replicator:
                     view.get(local.id)
                     break
                 except errors.CheckpointNotFoundError:
-                    pass
+                    pass  # not on the replica yet: poll again
                 if time.monotonic() >= deadline:
                     raise errors.ReplicationTimeoutError(
                         f"checkpoint {local.id[:12]} is not in the replica "
@@ -277,7 +277,7 @@ class Replicator:
                     if self._db.get(pin.checkpoint_id).generation >= generation:
                         return name
                 except errors.CheckpointNotFoundError:
-                    pass
+                    pass  # the pinned checkpoint was collected: the pin moves to this one
         self._db.pin(
             checkpoint_id,
             name,

@@ -145,7 +145,7 @@ class Supervisor:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
             except ProcessLookupError:
-                pass
+                pass  # it exited on its own meanwhile: nothing left to stop
         if self._thread is not None:
             self._thread.join()
 
@@ -159,5 +159,5 @@ class Supervisor:
                     if "level=ERROR" in raw or raw.startswith("ERROR") or "error:" in raw[:40]:
                         newest = raw.strip()
         except OSError:
-            pass
+            pass  # no log yet (the process never started): there is no error to report
         return newest or (self.exits[-1] if self.exits else None)
