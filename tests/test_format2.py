@@ -90,9 +90,12 @@ def test_compressible_state_is_stored_compressed(db_path: Path) -> None:
         assert db.current("ns").read("state.json") == text  # type: ignore[union-attr]
 
 
+STATE = json.dumps(_messages(random.Random(5), 120)).encode()
+
+
 def _compressed_chunk(path: Path) -> int:
     with ckptdb.open(path) as db:
-        db.commit("ns", {"state.json": json.dumps(_messages(random.Random(5), 120)).encode()})
+        db.commit("ns", {"state.json": STATE})
     rows = raw_sql(path, "SELECT chunk_id FROM chunk WHERE codec = 1 ORDER BY chunk_id")
     return int(rows[len(rows) // 2][0])  # type: ignore[call-overload]
 
@@ -110,9 +113,15 @@ def test_a_flipped_bit_in_compressed_bytes_is_detected_never_returned(
     damaged[(bit // 8) % len(damaged)] ^= 1 << (bit % 8)
     raw_sql(path, "UPDATE chunk_data SET data = ? WHERE chunk_id = ?", (bytes(damaged), chunk_id))
     with ckptdb.open(path) as db:
-        with pytest.raises(errors.CorruptionError):
-            db.current("ns").read("state.json")  # type: ignore[union-attr]
-        assert "chunk_corrupt" in {p.code for p in db.verify().problems}
+        try:
+            data = db.current("ns").read("state.json")  # type: ignore[union-attr]
+        except errors.CorruptionError:
+            data = None  # detected: typed, nothing returned
+        # Never wrong bytes: either refused, or a flip zstd ignores (a header bit that does
+        # not change the output), after which the bytes verify against their sha256.
+        assert data is None or data == STATE
+        findings = {p.code for p in db.verify().problems}
+        assert ("chunk_corrupt" in findings) == (data is None)
 
 
 def test_a_file_with_an_unknown_feature_is_refused_unchanged(db_path: Path) -> None:
