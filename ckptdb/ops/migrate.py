@@ -90,7 +90,7 @@ def up(
     if todo:
         # Wait for (or refuse because of) another writer before writing a backup.
         with conn.write_transaction():
-            pass
+            pass  # taking the write lock and releasing it is the whole point
     backup_path: str | None = None
     if todo and backup is not False:
         backup_path = (
