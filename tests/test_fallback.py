@@ -229,3 +229,17 @@ def test_a_failed_commit_leaves_no_repair_for_an_unrelated_commit(db: ckptdb.Dat
     (repair,) = db.receipts(kind="repair")
     assert repair.body["digests"] == [digest] and repair.namespace == "brain"
     assert db.get(first.checkpoint_id).read("a") == state
+
+
+def test_a_verified_manifest_is_remembered_but_damage_is_still_found(db: ckptdb.Database) -> None:
+    """A handle remembers manifests that verified (immutable): a later lookup of the same
+    row skips re-hashing -- what it hands out is still the verified manifest, bytes are
+    still checked on every read, and verify and other handles still see the damage."""
+    ack = db.commit("ns", {"a": b"alpha", "b": b"beta"})
+    assert db.get(ack.checkpoint_id).read("a") == b"alpha"
+    raw_sql(db.path, "UPDATE entry SET name = 'z' WHERE name = 'b'")  # damage after caching
+    cp = db.get(ack.checkpoint_id)  # the remembered manifest, not the damaged rows
+    assert set(cp.entries) == {"a", "b"} and cp.read("a") == b"alpha"
+    assert "manifest_mismatch" in {p.code for p in db.verify().problems}
+    with ckptdb.open(db.path) as other, pytest.raises(ckptdb.CorruptionError):
+        other.get(ack.checkpoint_id)
