@@ -1,17 +1,18 @@
 """The blob tables: ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data``.
 
-Storage model (see ``migrations/0001_core.sql``): a blob no larger than the file's chunk size
-is stored inline in its ``blob`` row, inside the commit transaction. A larger blob (or a
-streamed one that does not fit the in-memory budget) is cut into fixed-size chunks that
-are *staged* before the commit, each in its own short transaction: chunk bytes go to
-``chunk_data`` (written once, never updated), a small ``chunk`` row carries digest, size
-and ``last_touched_ms``. A chunk that already exists is only touched. Memory stays bounded
-by a couple of chunks whatever the blob size.
+Storage model (migrations 0001 and 0004): a blob below the file's chunker's inline limit is
+stored whole in its ``blob`` row; a larger one is a list of chunks (``blob_chunk``) cut by
+the file's chunker (``store/chunking.py``). Every stored byte passes through the codec
+chain (``store/codec.py``), its codec id stored beside it. Chunk bytes go to ``chunk_data``
+(written once, only rewritten to repair damage); a small ``chunk`` row carries digest,
+sizes, codec and ``last_touched_ms``. A chunk that already exists is not written again.
+Chunks of a value held in memory are written inside the commit transaction; those of a
+stream are *staged* before it in short transactions of their own (``ops/prepare.py``).
 
-Reads verify everything they hand out: an inline blob against its digest before it is
-returned; a chunked blob's chunk list against ``chunk_list_digest`` before the first byte,
+Reads verify everything they hand out, after decoding: an inline blob against its
+digest; a chunked blob's chunk list against ``chunk_list_digest`` before the first byte,
 every chunk against its own digest before its bytes are returned, and the whole blob
-against its digest at the end.
+against its digest before the last piece.
 """
 
 from __future__ import annotations
@@ -241,9 +242,12 @@ class BlobStore:
                     ids.append(chunk_id)
                     written += len(chunk.stored)
                     continue
+            # The stored bytes come back only when they differ from ours (rare: another
+            # encoding, or damage), so a dedup hit copies nothing out of SQLite.
             row = self.conn.one(
-                "SELECT c.chunk_id, d.data = ?, c.codec, d.data FROM chunk c"
-                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?",
+                "SELECT c.chunk_id, d.data = ?1, c.codec,"
+                " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END FROM chunk c"
+                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2",
                 (chunk.stored, chunk.digest),
             )
             if row is None:
@@ -331,9 +335,11 @@ class BlobStore:
             )
             if self.conn.changes() == 1:
                 return self.conn.last_insert_rowid(), len(stored), False
+            # As for chunks: the stored copy comes back only when it differs from ours.
             row = self.conn.one(
-                "SELECT blob_id, chunk_count, inline_data = ?, codec, inline_data FROM blob"
-                " WHERE digest = ?",
+                "SELECT blob_id, chunk_count, inline_data = ?1, codec,"
+                " CASE WHEN inline_data = ?1 THEN NULL ELSE inline_data END FROM blob"
+                " WHERE digest = ?2",
                 (stored, blob.digest),
             )
             if row is None:
