@@ -72,7 +72,11 @@ INVARIANTS: dict[str, list[str]] = {
         " chunked blobs needs the same cut points)",
         "owner: ckptdb/store/settings.py",
     ],
-    "namespace": ["owner: ckptdb/store/checkpoints.py"],
+    "namespace": [
+        "scope_id (v5) is fixed when the namespace is created: the key scope whose prefix"
+        " its name starts with, or NULL",
+        "owner: ckptdb/store/checkpoints.py",
+    ],
     "checkpoint": [
         "immutable: a row is never updated; id = sha256 of the canonical manifest (namespace,"
         " parent_id, generation, entries, metadata) -- so entry_count and total_size are"
@@ -80,6 +84,7 @@ INVARIANTS: dict[str, list[str]] = {
         "generation = 1 without a parent, else the parent's generation + 1 (checked by verify"
         " while the parent is stored)",
         "format: always 1 (the manifest encoding's version; canonical.FORMAT_VERSION)",
+        "code_revision (v5): recorded beside the manifest, not part of the id",
         "owner: ckptdb/store/checkpoints.py",
     ],
     "entry": [
@@ -94,7 +99,8 @@ INVARIANTS: dict[str, list[str]] = {
     ],
     "blob_chunk": ["the chunk list of a chunked blob, seq 0..n-1", "owner: ckptdb/store/blobs.py"],
     "chunk": [
-        "digest = sha256 of the chunk's bytes; last_touched_ms restarts GC's grace period on a"
+        "digest = sha256 of the chunk's bytes (in a key scope: HMAC-SHA256 under the"
+        " scope's address key, sealed_digest = sha256 of the stored bytes); last_touched_ms restarts GC's grace period on a"
         " dedup hit (this small row is touched, never the bytes)",
         "owner: ckptdb/store/blobs.py",
     ],
@@ -124,6 +130,14 @@ INVARIANTS: dict[str, list[str]] = {
         "owner: ckptdb/store/pins.py",
     ],
     "retention": ["owner: ckptdb/store/settings.py"],
+    "key_scope": [
+        "prefixes never overlap; a scope exists before any namespace under its prefix; a"
+        " shredded scope stays as a tombstone (wrapped_key NULL) so its prefix is refused",
+        "wrapped_key = AES-256-GCM(host key, data key) binding (key_id, prefix,"
+        " key_generation); the data key itself is never stored",
+        "owner: ckptdb/store/scopes.py",
+    ],
+    "quota": ["at least one limit is set", "owner: ckptdb/store/quotas.py"],
 }
 
 _CREATE = re.compile(
