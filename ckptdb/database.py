@@ -20,6 +20,7 @@ from .extension import Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
 from .ops import diff as diff_op
+from .ops import encryption as encryption_op
 from .ops import gc as gc_op
 from .ops import graph as graph_op
 from .ops import group as group_op
@@ -36,6 +37,7 @@ from .ops.load import LoadResult, Validator
 from .ops.open import MigrateMode
 from .retention import RetentionPolicy, duration_seconds
 from .store import Store, blobs, pins, receipts, settings
+from .store.scopes import KeyProvider
 from .types import UNSET, _Unset
 
 __all__ = ["Database", "MigrateMode", "open"]
@@ -59,6 +61,7 @@ def open(
     vfs: str | None = None,
     virtual: bool = False,
     group_commit: bool = True,
+    keys: KeyProvider | None = None,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -82,7 +85,15 @@ def open(
     ``group_commit``: concurrent ``commit()`` calls on this handle (threads) share one
     write transaction and one fsync (see :meth:`Database.commit`); False gives every commit
     its own transaction, as before group commit existed (for comparison and measurement).
+    ``keys``: the host's keys for encrypted key scopes (see :meth:`Database.set_encryption`):
+    a mapping ``key_id -> 32-byte key`` or a callable ``key_id -> bytes | None`` (e.g. a KMS
+    lookup, called once per scope and handle). Never stored; a scope whose key is missing
+    raises ``KeyUnavailableError`` on use while every other namespace works.
     """
+    if keys is not None and not (isinstance(keys, Mapping) or callable(keys)):
+        raise errors.InvalidKeyError(
+            "keys must be a mapping of key id -> 32-byte key, or a callable key_id -> bytes"
+        )
     text = validation.open_arguments(
         path,
         migrate,
@@ -94,7 +105,7 @@ def open(
     if virtual:
         if not (readonly and vfs):
             raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
-        handle = open_op.open_virtual(text, vfs, busy_timeout)
+        handle = open_op.open_virtual(text, vfs, busy_timeout, keys)
         return Database(handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs)
     handle = open_op.open_handle(
         os.path.abspath(text),
@@ -106,6 +117,7 @@ def open(
         chunk_size=chunk_size,
         page_size=page_size,
         vfs=vfs,
+        keys=keys,
     )
     return Database(
         handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, group_commit=bool(group_commit)
@@ -594,6 +606,45 @@ class Database:
                 keep=kept,
                 progress=progress,
             )
+
+    # -- encryption at rest (key scopes) ------------------------------------------------
+
+    def set_encryption(self, prefix: str, *, key_id: str) -> models.KeyScope:
+        """Encrypt every namespace whose name starts with ``prefix`` under the host key
+        ``key_id`` (given to :func:`ckptdb.open` as ``keys=``), from its first commit on.
+
+        ckptdb generates a random data key for the scope and stores it only wrapped by the
+        host's key. Entry bytes of the scope are compressed, then sealed (AES-256-GCM, a fresh
+        nonce per chunk, bound to the scope and the chunk's address); their content
+        addresses are keyed (HMAC-SHA256), so the file holds neither the plaintext nor its
+        sha256, and dedup works within the scope only. Namespace names, entry names,
+        metadata and sizes stay plaintext (docs/security.md says why and what that shows).
+
+        Must come before the first commit under ``prefix`` (ScopeConflictError if a
+        namespace exists there, or if the prefix overlaps another scope's); calling it again
+        with the same arguments returns the existing scope.
+        """
+        return encryption_op.set_encryption(self._handle, prefix, key_id)
+
+    def rotate_key(self, key_id: str, new_key: bytes) -> models.KeyScope:
+        """Re-wrap the scope's data key under ``new_key``: O(1), no data rewritten. This
+        handle then uses the new key; other handles and processes must be given it (the old
+        one no longer opens the scope: KeyMismatchError). Needs the current key."""
+        return encryption_op.rotate_key(self._handle, key_id, new_key)
+
+    def shred_key(self, key_id: str) -> models.ShredReport:
+        """Crypto-shred a key scope: forget its wrapped data key (first, in one transaction,
+        so from then on no copy of its bytes anywhere -- backups, replicas -- can be opened
+        once the host discards its key), then delete every namespace of the scope and its
+        chunks, overwrite the freed pages and truncate the WAL. The prefix then takes no new
+        namespace (KeyShreddedError). A receipt records it. Idempotent: a shred interrupted by
+        a crash is finished by calling it again."""
+        return encryption_op.shred_key(self._handle, key_id)
+
+    def key_scopes(self) -> list[models.KeyScope]:
+        """Every key scope of the file (shredded ones too); never any key material."""
+        with self._handle.use() as store:
+            return encryption_op.list_scopes(store)
 
     def drop_namespace(
         self, namespace: str, *, force: bool = False, dry_run: bool = False

@@ -437,3 +437,56 @@ class UnsupportedFeatureError(SchemaError):
     """The file uses a storage feature this ckptdb does not have (written by a newer one)."""
 
     code = "unsupported_feature"
+
+
+# --- keys and encryption ---------------------------------------------------------------
+# Messages and details of these errors name key ids, never key material.
+
+
+class InvalidKeyError(InvalidInputError):
+    """A key given to ckptdb is not 32 bytes, or a key provider returned something else."""
+
+    code = "invalid_key"
+
+
+class KeyUnavailableError(CkptdbError):
+    """The key of a key scope was not given to this handle: that scope cannot be read or
+    written (every other scope works). Open with ``keys={key_id: key}``."""
+
+    code = "key_unavailable"
+
+
+class KeyMismatchError(CkptdbError):
+    """The key given for a key id does not open the scope's wrapped data key (a wrong key,
+    the key from before a rotation, or an altered wrapped key). Nothing was written."""
+
+    code = "key_mismatch"
+
+
+class KeyShreddedError(CkptdbError):
+    """The key scope was shredded: its data is gone for good and its prefix takes no new
+    namespaces."""
+
+    code = "key_shredded"
+
+
+class ScopeConflictError(InvalidInputError):
+    """A key scope cannot be created as asked: its prefix overlaps another scope's, its key
+    id is taken, or namespaces already exist under the prefix (they hold plaintext)."""
+
+    code = "scope_conflict"
+
+
+class ScopeChangedError(CkptdbError):
+    """Encryption settings of a namespace changed while a commit was being prepared (another
+    handle created a key scope): nothing was written; commit again."""
+
+    code = "scope_changed"
+    retryable = True
+
+
+class EncryptedScopeError(InvalidInputError):
+    """An operation would carry an encrypted namespace's content out of its key scope in
+    plaintext (export, copy to another file): refused."""
+
+    code = "encrypted_scope"

@@ -203,6 +203,9 @@ class VerifyReport(_Model):
     receipt_id: int | None
     #: why no receipt could be stored (e.g. the disk is full); the report itself is whole
     receipt_error: str | None = None
+    #: key ids of the key scopes checked without their key: every sealed record's stored
+    #: bytes were checked against their sha256, but not opened (pass keys= to open them)
+    sealed_only: list[str] = []
     at: datetime
 
 
@@ -501,3 +504,34 @@ class LineageLog(_Model):
         "the lineage of CURRENT and of the fallback"
     )
     nodes: list[LogNode]
+
+
+class KeyScope(_Model):
+    """An encryption key scope (``Database.set_encryption``); never any key material."""
+
+    key_id: str = Field(description="the host's name for the key that wraps the data key")
+    prefix: str = Field(description="namespaces whose names start with it are encrypted")
+    algorithm: str
+    key_generation: int = Field(description="1, plus one per rotate_key")
+    shredded: bool
+    namespaces: int = Field(description="namespaces in the scope now")
+    created_at: datetime
+    rotated_at: datetime | None
+    shredded_at: datetime | None
+
+
+class ShredReport(_Model):
+    """What ``Database.shred_key`` removed."""
+
+    key_id: str
+    prefix: str
+    receipt_id: int | None
+    namespaces: list[str] = Field(description="the scope's namespaces, deleted")
+    checkpoints_deleted: int
+    blobs_deleted: int
+    chunks_deleted: int
+    wal_truncated: bool = Field(
+        description="the WAL was checkpointed and truncated, so no old frame of the scope's "
+        "pages is left in it (False when readers held it, or Litestream manages the WAL)"
+    )
+    at: datetime

@@ -16,6 +16,26 @@ from . import read
 from .handle import Handle
 
 
+def check_scope(handle: Handle, row: CheckpointRow, entries: list[EntryRow]) -> None:
+    """CorruptionError unless every entry's blob lies in the key scope of the namespace
+    (decided by its name): a namespace under an encrypted prefix never hands out plaintext
+    records, which anyone with write access to the file could have forged."""
+    keyring = handle.keyring
+    conn = handle.store.conn
+    for reload in (False, True):  # a scope another handle created since: read them again
+        scope = keyring.row_for_namespace(conn, row.namespace, reload=reload)
+        expected = None if scope is None else scope.scope_id
+        if all(e.scope_id == expected for e in entries):
+            return
+    raise errors.CorruptionError(
+        f"checkpoint {row.id[:12]} of namespace {row.namespace!r}: its entries are not "
+        "sealed in the namespace's key scope (records were moved or forged); nothing was "
+        "returned. Run `ckptdb verify`.",
+        checkpoint_id=row.id,
+        reason="scope_mismatch",
+    )
+
+
 class Checkpoint:
     """One checkpoint of a namespace.
 
@@ -36,6 +56,7 @@ class Checkpoint:
     ) -> None:
         if not verified:  # ``verified``: these very rows were checked before (cache)
             check_manifest(row, entries)
+            check_scope(handle, row, entries)
         self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}

@@ -15,6 +15,7 @@ from typing import Any
 from .. import canonical, errors, models
 from ..connection import Connection
 from ..store import Store, checkpoints, pointers
+from ..store.crypto import PLAINTEXT, Scope
 from ..store.receipts import store_receipt
 from ..store.rows import PointerRow
 from ..types import UNSET, Entry, _Unset
@@ -41,6 +42,8 @@ class CommitPlan:
     base: str | None = None
     on_publish: Callable[[Connection, models.CommitAck], None] | None = None
     attempted_id: str | None = field(default=None)
+    #: the key scope the entries were addressed and sealed for
+    scope: Scope = PLAINTEXT
 
     def records(self) -> list[canonical.EntryRecord]:
         """Entry records in name order (the order the identity is computed in)."""
@@ -91,6 +94,9 @@ def prepare_plan(
     """Hash every entry value and stage the large ones (outside the commit transaction)."""
     now = _now_ms()
     budget = [INLINE_BUDGET]
+    # Resolved before any byte is hashed: a namespace in a key scope is addressed with the
+    # scope's keyed hash and sealed, so its plaintext never reaches the file.
+    scope = store.keyring.scope_for_namespace(store.conn, namespace)
     prepared: list[PreparedEntry] = []
     counter = None if progress is None else CommitBytes(progress, entries)  # bytes
     for name in names:
@@ -98,12 +104,21 @@ def prepare_plan(
         media_type = schema = None
         if isinstance(value, Entry):
             media_type, schema, value = value.media_type, value.schema, value.value
-        blob = prepare(store.blobs, value, budget, now, None if counter is None else counter.read)
+        blob = prepare(
+            store.blobs, value, budget, now, None if counter is None else counter.read, scope
+        )
         prepared.append(PreparedEntry(name, blob, media_type, schema))
         if counter is not None:
             counter.entry_done(name, 0 if blob.reference else blob.size)
     return CommitPlan(
-        namespace, prepared, metadata_json, expect_current, reason, base=base, on_publish=on_publish
+        namespace,
+        prepared,
+        metadata_json,
+        expect_current,
+        reason,
+        base=base,
+        on_publish=on_publish,
+        scope=scope,
     )
 
 
@@ -162,6 +177,8 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
     conn = store.conn
     ns = plan.namespace
     ptr = pointers.pointer(conn, ns)
+    if ptr is not None and ptr.scope_id != plan.scope.scope_id:
+        _scope_changed(store, ns)
     current_id = ptr.current_id if ptr is not None else None
     entries_json = canonical.entries_json(plan.records())
     total_size = sum(e.blob.size for e in plan.entries)
@@ -235,9 +252,12 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
     )
     plan.attempted_id = checkpoint_id
 
-    namespace_id = (
-        ptr.namespace_id if ptr is not None else checkpoints.ensure_namespace(conn, ns, now_ms)
-    )
+    if ptr is not None:
+        namespace_id = ptr.namespace_id
+    else:
+        namespace_id, scope_id = checkpoints.ensure_namespace(conn, ns, now_ms)
+        if scope_id != plan.scope.scope_id:
+            _scope_changed(store, ns)
     blob_ids, stored, repaired = _ensure_blobs(store, plan, now_ms)
     seq, _ = checkpoints.insert(
         conn,
@@ -268,6 +288,17 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
     if plan.on_publish is not None:
         plan.on_publish(conn, ack)
     return ack
+
+
+def _scope_changed(store: Store, namespace: str) -> None:
+    """The commit was prepared for another key scope than the namespace has now (another
+    handle created a scope meanwhile): nothing of it may be written."""
+    store.keyring.forget()
+    raise errors.ScopeChangedError(
+        f"namespace {namespace!r}: its encryption settings changed while the commit was "
+        "prepared (another handle created a key scope); nothing was written. Commit again.",
+        namespace=namespace,
+    )
 
 
 def _ensure_blobs(store: Store, plan: CommitPlan, now_ms: int) -> tuple[list[int], int, list[str]]:

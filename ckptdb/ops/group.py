@@ -99,13 +99,14 @@ def _in_memory(value: Any, limit: int) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def _offline_store(chunk_size: int) -> Store:
-    # A store keeps no state between calls, so one per chunk size serves every thread.
-    return Store.on(cast(Connection, _Offline()), chunk_size)
+def _offline_store(store: Store) -> Store:
+    # The file's own chunker and the handle's keyring: a commit prepared here must be cut,
+    # addressed and sealed exactly as under the lock (dedup and key scopes depend on it).
+    return Store.on(cast(Connection, _Offline()), store.chunk_size, store.chunker, store.keyring)
 
 
 def prepare_unlocked(
-    chunk_size: int,
+    store: Store,
     values: Iterable[Any],
     prepare: Callable[[Store, Callable[[int, int], None] | None], CommitPlan],
     progress: Callable[[int, int], None] | None,
@@ -121,10 +122,10 @@ def prepare_unlocked(
     """
     values = list(values)
     for value in values:
-        if not _in_memory(value, chunk_size):
+        if not _in_memory(value, store.chunk_size):
             return None
     try:
-        plan = prepare(_offline_store(chunk_size), None)
+        plan = prepare(_offline_store(store), None)
     except _NeedsConnection:
         return None
     if progress is not None:
@@ -471,7 +472,7 @@ def route(
             lambda store: commit_op.commit(handle, store, prepare(store, progress))
         )
     handle.check_writable()
-    plan = prepare_unlocked(handle.store.chunk_size, values, prepare, progress)
+    plan = prepare_unlocked(handle.store, values, prepare, progress)
     if plan is None:
         # Staging writes chunks through the connection: prepare under the handle.
         with handle.use(write=True) as store:

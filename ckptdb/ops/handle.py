@@ -14,10 +14,11 @@ from contextlib import contextmanager
 
 from .. import errors
 from ..connection import Connection
-from ..store import Store
+from ..store import Store, scopes
 from ..store.chunking import Chunker
 from ..store.migrations import Migration
 from ..store.rows import CheckpointRow, EntryRow
+from ..store.scopes import Keyring
 
 #: Verified manifests remembered per handle.
 MANIFEST_CACHE = 4096
@@ -35,12 +36,15 @@ class Handle:
         pending: list[Migration],
         reopen: Callable[[], Connection],
         chunker: Chunker | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.path = path
+        #: the host's keys and this file's key scopes (kept across reconnects)
+        self.keyring = keyring if keyring is not None else Keyring()
         self.lock = threading.RLock()
         self.pending = pending
         self._reopen = reopen
-        self._store = Store.on(conn, chunk_size, chunker)
+        self._store = Store.on(conn, chunk_size, chunker, self.keyring)
         self._closed = False
         self._broken = False
         # The thread inside use(), if any: a commit from that thread (an on_publish hook, a
@@ -51,6 +55,7 @@ class Handle:
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
         #: a file, for inspection)
         self.schema_problems: list[str] = []
+        self._apply_scope_settings()
 
     def verified_manifest(self, row: CheckpointRow) -> list[EntryRow] | None:
         """The entries of ``row``'s manifest if this very row verified before, else None."""
@@ -125,9 +130,24 @@ class Handle:
             return self._reconnect()
 
     def _reconnect(self) -> Store:
-        self._store = Store.on(self._reopen(), self._store.chunk_size, self._store.chunker)
+        self._store = Store.on(
+            self._reopen(), self._store.chunk_size, self._store.chunker, self.keyring
+        )
+        self._apply_scope_settings()
         self._broken = False
         return self._store
+
+    def _apply_scope_settings(self) -> None:
+        # In a file with key scopes, freed pages are overwritten: a shredded scope's bytes
+        # and wrapped key must not survive in free space. Only once the schema has scopes.
+        if not self.pending and self.keyring.any_scopes(self._store.conn):
+            scopes.secure_delete(self._store.conn)
+
+    def scopes_changed(self) -> None:
+        """This handle changed the file's key scopes: forget what it knew, apply settings."""
+        with self.lock:
+            self.keyring.forget()
+            self._apply_scope_settings()
 
     def mark_broken(self) -> None:
         """The connection is unusable: reconnect before its next use."""
@@ -136,7 +156,8 @@ class Handle:
     def set_layout(self, chunk_size: int, chunker: Chunker) -> None:
         """The file's layout became readable (after its migrations)."""
         with self.lock:
-            self._store = Store.on(self._store.conn, chunk_size, chunker)
+            self._store = Store.on(self._store.conn, chunk_size, chunker, self.keyring)
+            self._apply_scope_settings()
 
     def __enter__(self) -> Handle:
         return self

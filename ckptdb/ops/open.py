@@ -18,6 +18,7 @@ from ..connection import (
     open_probe,
 )
 from ..store import blobs, migrations, schema, settings
+from ..store.scopes import KeyProvider, Keyring
 from .handle import Handle
 
 MigrateMode = Literal["auto", "never", "check"]
@@ -61,9 +62,10 @@ def open_handle(
     chunk_size: int | None,
     page_size: int | None,
     vfs: str | None,
+    keys: KeyProvider | None = None,
 ) -> Handle:
     """Open (creating and initializing when missing or empty) the file at the absolute
-    ``path``; arguments were validated by the caller."""
+    ``path``; arguments were validated by the caller. ``keys`` unlock key scopes."""
     kind, facts = files.inspect_path(path)
     if kind is files.FileKind.MISSING:
         if readonly or not create:
@@ -136,6 +138,7 @@ def open_handle(
         pending=pending,
         reopen=connect,
         chunker=chunker,
+        keyring=Keyring(keys),
     )
     handle.schema_problems = schema_problems
     return handle
@@ -156,7 +159,9 @@ def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> 
     )
 
 
-def open_virtual(name: str, vfs: str, busy_timeout: float | None) -> Handle:
+def open_virtual(
+    name: str, vfs: str, busy_timeout: float | None, keys: KeyProvider | None = None
+) -> Handle:
     """Open, read-only, a name that ``vfs`` serves (a replica read through a VFS): the
     probe runs through the VFS, since there is no local file to inspect."""
 
@@ -186,7 +191,13 @@ def open_virtual(name: str, vfs: str, busy_timeout: float | None) -> Handle:
         conn.abandon()
         raise
     handle = Handle(
-        conn, path=name, chunk_size=chunk, pending=[], reopen=connect, chunker=chunker
+        conn,
+        path=name,
+        chunk_size=chunk,
+        pending=[],
+        reopen=connect,
+        chunker=chunker,
+        keyring=Keyring(keys),
     )
     handle.schema_problems = problems
     return handle

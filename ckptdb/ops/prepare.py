@@ -9,7 +9,6 @@ bounded by a couple of chunks whatever the value size.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
@@ -22,6 +21,7 @@ from typing import IO, Any
 from .. import canonical, errors
 from ..store import codec
 from ..store.blobs import BackgroundHash, BlobStore, DigestList, EncodedChunk, PreparedBlob
+from ..store.crypto import PLAINTEXT, Scope
 from ..types import BlobRef
 from .progress import CountingReader
 
@@ -160,15 +160,17 @@ def prepare(
     budget: list[int],
     now_ms: int,
     on_bytes: Callable[[int], None] | None = None,
+    scope: Scope = PLAINTEXT,
 ) -> PreparedBlob:
     """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
     in-memory allowance of this commit for streamed values (mutated). ``on_bytes(n)`` is
-    told of every ``n`` bytes read from a path or stream (byte progress)."""
+    told of every ``n`` bytes read from a path or stream (byte progress). ``scope``: the
+    key scope of the namespace -- how the bytes are addressed and sealed."""
     if isinstance(value, BlobRef):
-        return PreparedBlob(value.digest, value.size, reference=True)
+        return PreparedBlob(value.digest, value.size, reference=True, scope=scope)
     if isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
-        return _prepare_bytes(blobs, data, now_ms)
+        return _prepare_bytes(blobs, data, now_ms, scope)
     if isinstance(value, str):
         try:
             data = value.encode("utf-8")
@@ -177,56 +179,60 @@ def prepare(
                 f"a str value holds a lone surrogate at index {exc.start} (often bytes that "
                 "are not UTF-8, decoded with surrogateescape); pass valid text, or bytes"
             ) from exc
-        return _prepare_bytes(blobs, data, now_ms)
+        return _prepare_bytes(blobs, data, now_ms, scope)
     if isinstance(value, os.PathLike):
         snapshot = _open_regular_file(value)
         source: io.RawIOBase = (
             snapshot if on_bytes is None else CountingReader(snapshot, on_bytes, owns=True)
         )
         with io.BufferedReader(source) as reader:  # closing it closes the file
-            prepared = _prepare_stream(blobs, reader, budget, now_ms)
+            prepared = _prepare_stream(blobs, reader, budget, now_ms, scope)
             snapshot.check_unchanged()
             return prepared
     if hasattr(value, "read"):
         stream = value if on_bytes is None else CountingReader(value, on_bytes)
-        return _prepare_stream(blobs, stream, budget, now_ms)  # type: ignore[arg-type]
+        return _prepare_stream(blobs, stream, budget, now_ms, scope)  # type: ignore[arg-type]
     raise errors.InvalidEntryError(
         f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
         "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"
     )
 
 
-def _inline(data: bytes) -> PreparedBlob:
+def _inline(data: bytes, scope: Scope) -> PreparedBlob:
     """A blob stored whole in its row (encoded here, outside the lock)."""
-    codec_id, stored = codec.encode(data)
+    digest = scope.address(data)
+    codec_id, stored, sealed_digest = scope.encode(data, digest, blob=True)
     return PreparedBlob(
-        hashlib.sha256(data).hexdigest(),
+        digest,
         len(data),
         inline=data,
         inline_codec=codec_id,
         inline_stored=stored,
+        scope=scope,
+        inline_sealed_digest=sealed_digest,
     )
 
 
-def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int) -> PreparedBlob:
+def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int, scope: Scope) -> PreparedBlob:
     if len(data) <= blobs.chunker.inline_limit:
-        return _inline(data)
+        return _inline(data, scope)
     if len(data) <= blobs.chunk_size:
         # Held in memory anyway: cut, hash and compress here, write inside the commit
         # transaction (one transaction; a dedup hit costs a lookup, not a write).
-        chunks = [EncodedChunk.of(piece) for piece in blobs.chunker.cut(data)]
+        chunks = [EncodedChunk.of(piece, scope=scope) for piece in blobs.chunker.cut(data)]
         return PreparedBlob(
-            hashlib.sha256(data).hexdigest(),
+            scope.address(data),
             len(data),
             chunk_digests=DigestList(c.digest for c in chunks),
             chunks=chunks,
+            scope=scope,
         )
     # Too large to hold until the commit: staged, cut exactly as the same bytes always are.
-    return _stage(blobs, blobs.chunker.cut(data), now_ms)
+    return _stage(blobs, blobs.chunker.cut(data), now_ms, scope)
 
 
 def _prepare_stream(
-    blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int
+    blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int, scope: Scope
 ) -> PreparedBlob:
     # A stream that ends within the limit is cut like the same bytes given in memory; a
     # longer one is cut as it is read (its length puts it in the chunker's large tier).
@@ -235,9 +241,9 @@ def _prepare_stream(
     if len(head) <= limit:
         if len(head) <= budget[0]:
             budget[0] -= len(head)
-            return _prepare_bytes(blobs, head, now_ms)
-        return _stage(blobs, blobs.chunker.cut(head), now_ms)
-    return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms)
+            return _prepare_bytes(blobs, head, now_ms, scope)
+        return _stage(blobs, blobs.chunker.cut(head), now_ms, scope)
+    return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms, scope)
 
 
 class _Joined(io.RawIOBase):
@@ -261,7 +267,9 @@ class _Joined(io.RawIOBase):
         return _fill(self._rest, view[: len(view)]) if len(view) else 0
 
 
-def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) -> PreparedBlob:
+def _stage(
+    blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int, scope: Scope
+) -> PreparedBlob:
     """Write a stream's chunks before the commit, in short transactions of their own that
     each hold up to :data:`STAGE_BATCH_BYTES` of chunks. Memory stays at one batch.
 
@@ -269,8 +277,8 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
     transaction that later references the chunks fsyncs the WAL, which makes every frame
     written before it durable too; a staged chunk that is never referenced is garbage.
     """
-    whole = BackgroundHash()
-    blob = PreparedBlob(digest="", size=0)
+    whole = BackgroundHash(scope)
+    blob = PreparedBlob(digest="", size=0, scope=scope)
     batch: list[EncodedChunk] = []
     batch_bytes = 0
     # Trying to compress random or already-compressed data costs ~1 ms/MB for nothing:
@@ -296,7 +304,7 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
         nonlocal batch_bytes, incompressible
         size, future = in_flight.popleft()
         chunk = future.result()
-        incompressible = incompressible + 1 if chunk.codec == codec.RAW else 0
+        incompressible = incompressible + 1 if codec.compression_of(chunk.codec) == codec.RAW else 0
         batch.append(chunk)
         batch_bytes += len(chunk.stored)
         blob.chunk_digests.append(chunk.digest)
@@ -312,7 +320,9 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
                 data = piece if isinstance(piece, bytes) else bytes(piece)
                 whole.update(data)  # immutable bytes: safe to hash on the helper thread
                 probe = incompressible < RAW_AFTER or incompressible % RAW_PROBE_EVERY == 0
-                in_flight.append((len(data), encoder.submit(EncodedChunk.of, data, compress=probe)))
+                in_flight.append(
+                    (len(data), encoder.submit(EncodedChunk.of, data, compress=probe, scope=scope))
+                )
                 if len(in_flight) >= ENCODE_WINDOW:
                     take_one()
             while in_flight:
@@ -323,5 +333,5 @@ def _stage(blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int) 
         encoder.shutdown(wait=True, cancel_futures=True)
         whole.close()
     if not blob.chunk_digests:
-        return _inline(b"")
+        return _inline(b"", scope)
     return blob

@@ -188,7 +188,13 @@ class _Copier:
         if checkpoints.checkpoint_by_id(self.dst, row.id) is not None:
             self.counts.checkpoints_present += 1
             return
-        namespace_id = checkpoints.ensure_namespace(self.dst, row.namespace, now_ms)
+        namespace_id, dst_scope = checkpoints.ensure_namespace(self.dst, row.namespace, now_ms)
+        if dst_scope is not None:
+            raise errors.EncryptedScopeError(
+                f"namespace {row.namespace!r} lies under an encrypted prefix of the "
+                "destination; imported plaintext would not be sealed, so it is refused. "
+                "Import it under another namespace name."
+            )
         blob_ids = [self.ensure_blob(e, staged, now_ms) for e in entries]
         checkpoints.insert(
             self.dst,
@@ -210,6 +216,12 @@ class _Copier:
 def _verified_entries(src: Connection, row: CheckpointRow) -> list[EntryRow]:
     entries = checkpoints.entries_of(src, row.seq)
     checkpoints.check_manifest(row, entries)
+    if any(e.scope_id is not None for e in entries):
+        raise errors.EncryptedScopeError(
+            f"namespace {row.namespace!r} is encrypted (a key scope); copying it to another "
+            "file would carry its content out of the scope, so it is refused. Leave it out "
+            "(select other namespaces), or copy the whole file (e.g. a backup)."
+        )
     return entries
 
 

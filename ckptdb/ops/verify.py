@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 from .. import canonical, errors, models
 from ..connection import Connection
 from ..store import Store, blobs, checkpoints, migrations, pointers, receipts, schema
+from ..store.crypto import PLAINTEXT, Scope
 from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
+from ..store.scopes import Keyring
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
@@ -47,12 +49,41 @@ class _Report:
     def __init__(self) -> None:
         self.problems: list[models.Problem] = []
         self.bytes_checked = 0
+        #: key ids whose scopes were checked without their key (sealed bytes only)
+        self.sealed_only: set[str] = set()
 
     def add(self, code: models.FindingCode, detail: str, **where: object) -> None:
         # Locations often come from the damaged row itself, where a flipped serial type can
         # turn a text column into any SQLite type; a location that is not text names nothing.
         located = {k: v if isinstance(v, str) else None for k, v in where.items()}
         self.problems.append(models.Problem(code=code, detail=detail, **located))
+
+
+class _Scopes:
+    """The scopes verify can open: without a key, a sealed record is still checked against
+    the sha256 of its stored bytes; with it, also decrypted and checked against its
+    keyed address."""
+
+    def __init__(self, conn: Connection, keyring: Keyring, report: _Report) -> None:
+        self._conn = conn
+        self._keyring = keyring
+        self._report = report
+        self._names = {r.scope_id: r.key_id for r in keyring.rows(conn, reload=True)}
+
+    def get(self, scope_id: object) -> Scope | None:
+        """The scope, PLAINTEXT for None, or None when its key is not at hand."""
+        if scope_id is None:
+            return PLAINTEXT
+        try:
+            return self._keyring.scope(self._conn, scope_id)
+        except (errors.KeyUnavailableError, errors.KeyShreddedError, errors.KeyMismatchError):
+            name = self._names.get(scope_id) if isinstance(scope_id, int) else None
+            self._report.sealed_only.add(name or f"#{scope_id}")
+            return None
+
+
+def _sealed_intact(data: bytes, sealed_digest: object) -> bool:
+    return isinstance(sealed_digest, bytes) and hashlib.sha256(data).digest() == sealed_digest
 
 
 def _phase(report: _Report, name: str, run: Callable[[], T], default: T) -> T:
@@ -81,13 +112,16 @@ def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
     return "ok"
 
 
-def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tuple[set[int], int]:
+def _chunks(
+    conn: Connection, scopes: _Scopes, report: _Report, progress: Progress | None
+) -> tuple[set[int], int]:
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
     # Progress of this phase is in stored bytes (it is the one that reads them).
     total = blobs.stored_bytes(conn)[1] if progress is not None else 0
     checked = done = 0
-    for chunk_id, digest, size, codec_id, stored_size, data in blobs.iter_chunks_with_bytes(conn):
+    for row in blobs.iter_chunks_with_bytes(conn):
+        chunk_id, digest, size, codec_id, stored_size, data, scope_id, sealed_digest = row
         checked += 1
         if not (
             isinstance(digest, str)
@@ -100,13 +134,20 @@ def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tup
         elif data is None:
             bad.add(chunk_id)
             report.add("chunk_missing", f"chunk {chunk_id} has no bytes", digest=digest)
+        elif scope_id is not None and not _sealed_intact(data, sealed_digest):
+            bad.add(chunk_id)
+            report.add(
+                "chunk_corrupt", f"chunk {chunk_id}: its sealed bytes were altered", digest=digest
+            )
+        elif (scope := scopes.get(scope_id)) is None:
+            report.bytes_checked += len(data)  # sealed bytes intact; opening needs the key
         else:
-            raw = blobs.decoded(codec_id, data, size)
+            raw = blobs.decoded(codec_id, data, size, scope, digest)
             report.bytes_checked += len(raw) if raw is not None else 0
             if (
                 raw is None
                 or (stored_size is not None and stored_size != len(data))
-                or hashlib.sha256(raw).hexdigest() != digest
+                or scope.address(raw) != digest
             ):
                 bad.add(chunk_id)
                 report.add(
@@ -120,6 +161,7 @@ def _chunks(conn: Connection, report: _Report, progress: Progress | None) -> tup
 
 def _blobs(
     conn: Connection,
+    scopes: _Scopes,
     bad_chunks: set[int],
     quick: bool,
     report: _Report,
@@ -129,9 +171,8 @@ def _blobs(
     bad: set[int] = set()
     total = blobs.count_blobs(conn)
     checked = 0
-    for blob_id, digest, size, chunk_count, list_digest, inline, codec_id in blobs.iter_blob_rows(
-        conn, with_inline=not quick
-    ):
+    for row in blobs.iter_blob_rows(conn, with_inline=not quick):
+        blob_id, digest, size, chunk_count, list_digest, inline, codec_id, scope_id, sealed = row
         checked += 1
         if progress is not None:
             progress("blobs", checked, total)
@@ -148,8 +189,20 @@ def _blobs(
         if chunk_count == 0:
             if quick:
                 continue
-            data = blobs.decoded(codec_id, inline, size) if inline is not None else None
-            if data is None or hashlib.sha256(data).hexdigest() != digest:
+            if scope_id is not None and not (inline is not None and _sealed_intact(inline, sealed)):
+                bad.add(blob_id)
+                report.add("blob_corrupt", "sealed inline bytes were altered", digest=digest)
+                continue
+            scope = scopes.get(scope_id)
+            if scope is None:
+                report.bytes_checked += len(inline or b"")
+                continue
+            data = (
+                blobs.decoded(codec_id, inline, size, scope, digest, blob=True)
+                if inline is not None
+                else None
+            )
+            if data is None or scope.address(data) != digest:
                 bad.add(blob_id)
                 report.add("blob_corrupt", "inline bytes do not match the digest", digest=digest)
             else:
@@ -172,9 +225,12 @@ def _blobs(
             continue
         if quick:
             continue
-        whole = hashlib.sha256()
+        scope = scopes.get(scope_id)
+        if scope is None:
+            continue  # every chunk's sealed bytes were checked; the whole needs the key
+        whole = scope.hasher()
         for r in chunks:
-            whole.update(blobs.chunk_raw(conn, r[1]) or b"")
+            whole.update(blobs.chunk_raw(conn, r[1], scope) or b"")
         if whole.hexdigest() != digest:
             bad.add(blob_id)
             report.add("blob_corrupt", "the chunks do not add up to the blob digest", digest=digest)
@@ -255,7 +311,7 @@ def _checkpoints(
                 )
                 continue
             try:
-                entries.append(typed(EntryRow, r[10:17], ENTRY_TYPES, "entry row"))
+                entries.append(typed(EntryRow, r[10:18], ENTRY_TYPES, "entry row"))
             except errors.CorruptionError as exc:
                 report.add(
                     "entry_corrupt",
@@ -384,6 +440,7 @@ def verify_database(
     report = _Report()
     no_ids: tuple[set[int], int] = (set(), 0)
     with conn.read_transaction():
+        scopes = _Scopes(conn, store.keyring, report)
         integrity = _sqlite_checks(conn, quick, report)
         no_problems: list[str] = []
         for problem in _phase(report, "schema", lambda: schema.mismatches(conn), no_problems):
@@ -391,10 +448,13 @@ def verify_database(
         bad_chunks, chunks_checked = (
             no_ids
             if quick
-            else _phase(report, "chunks", lambda: _chunks(conn, report, progress), no_ids)
+            else _phase(report, "chunks", lambda: _chunks(conn, scopes, report, progress), no_ids)
         )
         bad_blobs, blobs_checked = _phase(
-            report, "blobs", lambda: _blobs(conn, bad_chunks, quick, report, progress), no_ids
+            report,
+            "blobs",
+            lambda: _blobs(conn, scopes, bad_chunks, quick, report, progress),
+            no_ids,
         )
         checkpoints_checked = _phase(
             report, "checkpoints", lambda: _checkpoints(conn, bad_blobs, report, progress), 0
@@ -411,6 +471,7 @@ def verify_database(
         "codes": sorted({p.code for p in report.problems}),
         "checkpoints_checked": checkpoints_checked,
         "bytes_checked": report.bytes_checked,
+        "sealed_only": sorted(report.sealed_only),
     }
     # The receipt is best-effort: a full disk (or a read-only file) must not cost the
     # caller the report itself.
@@ -432,5 +493,6 @@ def verify_database(
         problems=report.problems,
         receipt_id=receipt_id,
         receipt_error=receipt_error,
+        sealed_only=sorted(report.sealed_only),
         at=models.from_ms(now_ms),
     )

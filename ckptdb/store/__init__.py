@@ -9,6 +9,7 @@
 | :mod:`.pins` | ``pin`` |
 | :mod:`.settings` | ``setting``, ``retention`` |
 | :mod:`.migrations` | ``ckptdb_migration`` (and ``PRAGMA user_version``) |
+| :mod:`.scopes` | ``key_scope`` (and the keyring that unlocks scopes) |
 
 Writes to a table happen only in its module. A query may join a neighbouring table to read
 its key columns (a pointer names its checkpoint by ``seq``; reading the id joins
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from ..connection import Connection
 from .blobs import BlobStore
 from .chunking import Chunker, FixedChunker
+from .scopes import Keyring
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,26 @@ class Store:
     blobs: BlobStore
 
     @classmethod
-    def on(cls, conn: Connection, chunk_size: int, chunker: Chunker | None = None) -> Store:
+    def on(
+        cls,
+        conn: Connection,
+        chunk_size: int,
+        chunker: Chunker | None = None,
+        keyring: Keyring | None = None,
+    ) -> Store:
         """The store over ``conn`` for a file with this chunk size and chunker (fixed-size
-        cutting at ``chunk_size`` when none is given)."""
+        cutting at ``chunk_size`` when none is given), unlocking key scopes with
+        ``keyring``."""
         return cls(
-            conn, chunk_size, BlobStore(conn, chunk_size, chunker or FixedChunker(chunk_size))
+            conn,
+            chunk_size,
+            BlobStore(conn, chunk_size, chunker or FixedChunker(chunk_size), keyring),
         )
+
+    @property
+    def keyring(self) -> Keyring:
+        """The handle's keys and key scopes."""
+        return self.blobs.keyring
 
     @property
     def chunker(self) -> Chunker:

@@ -17,7 +17,6 @@ against its digest before the last piece.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from array import array
 from collections import deque
@@ -30,7 +29,9 @@ from .. import canonical, errors
 from ..connection import Connection
 from . import codec
 from .chunking import Chunker
+from .crypto import PLAINTEXT, Scope
 from .rows import check_types
+from .scopes import Keyring
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
@@ -88,34 +89,62 @@ class DigestList(Sequence[str]):
 
 @dataclass(frozen=True, slots=True)
 class EncodedChunk:
-    """One chunk ready to store: its content address, raw size and stored encoding."""
+    """One chunk ready to store: its content address, raw size and stored encoding (and,
+    in a key scope, the scope and the sha256 of the sealed bytes)."""
 
     digest: str
     size: int
     codec: int
     stored: bytes
+    scope_id: int | None = None
+    sealed_digest: bytes | None = None
 
     @classmethod
-    def of(cls, raw: bytes | memoryview, *, compress: bool = True) -> EncodedChunk:
-        """Hash and encode raw bytes (outside any lock; hashlib and zstd release the GIL).
-        ``compress=False`` stores them raw without trying (a stream found incompressible)."""
+    def of(
+        cls, raw: bytes | memoryview, *, compress: bool = True, scope: Scope = PLAINTEXT
+    ) -> EncodedChunk:
+        """Hash and encode raw bytes (outside any lock; hashlib, zstd and OpenSSL release
+        the GIL). ``compress=False`` stores them raw without trying (a stream found
+        incompressible); ``scope`` addresses and seals them for a key scope."""
         data = raw if isinstance(raw, bytes) else bytes(raw)
-        codec_id, stored = codec.encode(data, compression=codec.ZSTD if compress else codec.RAW)
-        return cls(hashlib.sha256(data).hexdigest(), len(data), codec_id, stored)
+        digest = scope.address(data)
+        codec_id, stored, sealed_digest = scope.encode(data, digest, compress=compress)
+        return cls(digest, len(data), codec_id, stored, scope.scope_id, sealed_digest)
 
 
-def decoded(codec_id: object, stored: object, size: int) -> bytes | None:
+def decoded(
+    codec_id: object,
+    stored: object,
+    size: int,
+    scope: Scope = PLAINTEXT,
+    digest: str = "",
+    *,
+    blob: bool = False,
+) -> bytes | None:
     """The raw bytes of a stored value, or None when it does not decode to ``size`` bytes
-    (a damaged record may hold any type where the bytes should be)."""
+    (a damaged record may hold any type where the bytes should be; a sealed one must open
+    under ``scope`` with the associated data of ``digest``)."""
     data = b"" if stored is None else stored
     if not isinstance(data, bytes) or type(codec_id) is not int:
         return None
-    if codec_id == codec.RAW:
+    if codec_id == codec.RAW and not scope.sealed:
         return data if len(data) == size else None
+    if scope.sealed and not _is_hex_digest(digest):
+        return None
     try:
-        return codec.decode(codec_id, data, size)
+        return scope.decode(codec_id, data, size, digest, blob=blob)
     except errors.CkptdbError:
         return None
+
+
+def _is_hex_digest(value: object) -> bool:
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
@@ -128,6 +157,9 @@ class PreparedBlob:
     inline: bytes | None = None
     inline_codec: int = codec.RAW
     inline_stored: bytes | None = None
+    #: the key scope the blob was addressed (and its bytes sealed) for
+    scope: Scope = PLAINTEXT
+    inline_sealed_digest: bytes | None = None
     chunk_ids: array[int] = field(default_factory=lambda: array("q"))
     chunk_digests: DigestList = field(default_factory=DigestList)
     #: chunks still to be written, inside the commit transaction (a value held in memory)
@@ -152,8 +184,8 @@ class BackgroundHash:
     A buffer handed to :meth:`update` must not change until its future is done.
     """
 
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
+    def __init__(self, scope: Scope = PLAINTEXT) -> None:
+        self._hash = scope.hasher()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
         # One worker runs the updates in order. A bounded window of futures keeps memory
         # bounded if the hashing falls behind (each queued buffer is held until hashed).
@@ -180,14 +212,18 @@ class BackgroundHash:
 
 
 def verified_inline(
-    stored: object, size: int, digest: str, codec_id: object = codec.RAW
+    stored: object,
+    size: int,
+    digest: str,
+    codec_id: object = codec.RAW,
+    scope: Scope = PLAINTEXT,
 ) -> bytes | None:
     """The raw bytes of an inline blob when they decode to ``size`` bytes with ``digest``,
     else None. A damaged record can hold a value of any type where the bytes should be."""
-    data = decoded(codec_id, stored, size)
+    data = decoded(codec_id, stored, size, scope, digest, blob=True)
     if data is None:
         return None
-    return data if hashlib.sha256(data).hexdigest() == digest else None
+    return data if scope.address(data) == digest else None
 
 
 class BlobStore:
@@ -197,10 +233,14 @@ class BlobStore:
     function that repairs damaged bytes says so in what it returns.
     """
 
-    def __init__(self, conn: Connection, chunk_size: int, chunker: Chunker) -> None:
+    def __init__(
+        self, conn: Connection, chunk_size: int, chunker: Chunker, keyring: Keyring | None = None
+    ) -> None:
         self.conn = conn
         self.chunk_size = chunk_size
         self.chunker = chunker
+        #: the handle's keys: which scope a stored record's ``scope_id`` names
+        self.keyring = keyring if keyring is not None else Keyring()
 
     # -- chunks (staged before the commit transaction, each in its own) ------------------
 
@@ -233,8 +273,16 @@ class BlobStore:
                 # Staging a stream: new chunks are the common case, so try the insert first.
                 self.conn.execute(
                     "INSERT OR IGNORE INTO chunk (digest, size, last_touched_ms, codec,"
-                    " stored_size) VALUES (?, ?, ?, ?, ?)",
-                    (chunk.digest, chunk.size, now_ms, chunk.codec, len(chunk.stored)),
+                    " stored_size, scope_id, sealed_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        chunk.digest,
+                        chunk.size,
+                        now_ms,
+                        chunk.codec,
+                        len(chunk.stored),
+                        chunk.scope_id,
+                        chunk.sealed_digest,
+                    ),
                 )
                 if self.conn.changes() == 1:
                     chunk_id = self.conn.last_insert_rowid()
@@ -244,9 +292,11 @@ class BlobStore:
                     continue
             # The stored bytes come back only when they differ from ours (rare: another
             # encoding, or damage), so a dedup hit copies nothing out of SQLite.
+            # (Sealed bytes never compare equal -- a fresh nonce each time -- so a dedup
+            # hit in a key scope opens the stored copy to check it.)
             row = self.conn.one(
                 "SELECT c.chunk_id, d.data = ?1, c.codec,"
-                " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END FROM chunk c"
+                " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END, c.scope_id FROM chunk c"
                 " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2",
                 (chunk.stored, chunk.digest),
             )
@@ -262,13 +312,16 @@ class BlobStore:
                 self.touch_chunk(chunk_id, now_ms)
             if row[1] == 1:
                 continue
-            raw = decoded(row[2], row[3], chunk.size)
-            if raw is not None and hashlib.sha256(raw).hexdigest() == chunk.digest:
-                continue  # stored intact in another encoding
+            if row[4] == chunk.scope_id:
+                scope = self.keyring.scope(self.conn, chunk.scope_id)
+                raw = decoded(row[2], row[3], chunk.size, scope, chunk.digest)
+                if raw is not None and scope.address(raw) == chunk.digest:
+                    continue  # stored intact in another encoding (or under another nonce)
             self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
             self.conn.execute(
-                "UPDATE chunk SET codec = ?, stored_size = ? WHERE chunk_id = ?",
-                (chunk.codec, len(chunk.stored), chunk_id),
+                "UPDATE chunk SET codec = ?, stored_size = ?, scope_id = ?, sealed_digest = ?"
+                " WHERE chunk_id = ?",
+                (chunk.codec, len(chunk.stored), chunk.scope_id, chunk.sealed_digest, chunk_id),
             )
             self._write_chunk_bytes(chunk_id, chunk.stored)
             written += len(chunk.stored)
@@ -291,9 +344,17 @@ class BlobStore:
         """Insert a new chunk whose encoding the caller made or verified (inside a write
         transaction). Returns its id."""
         self.conn.execute(
-            "INSERT INTO chunk (digest, size, last_touched_ms, codec, stored_size)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (chunk.digest, chunk.size, now_ms, chunk.codec, len(chunk.stored)),
+            "INSERT INTO chunk (digest, size, last_touched_ms, codec, stored_size, scope_id,"
+            " sealed_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                chunk.digest,
+                chunk.size,
+                now_ms,
+                chunk.codec,
+                len(chunk.stored),
+                chunk.scope_id,
+                chunk.sealed_digest,
+            ),
         )
         chunk_id = self.conn.last_insert_rowid()
         self._write_chunk_bytes(chunk_id, chunk.stored)
@@ -322,23 +383,32 @@ class BlobStore:
         staged chunk whose grace period ran out before this commit. Then the commit fails
         with the retryable ChunkMissingError instead of publishing missing bytes.
         """
+        scope_id = blob.scope.scope_id
         if blob.reference:
-            blob_id, _ = self.find_blob(blob.digest, expect_size=blob.size)
+            blob_id, _ = self.find_blob(blob.digest, expect_size=blob.size, scope_id=scope_id)
             return blob_id, 0, False
         if blob.inline is not None:
             stored = blob.inline if blob.inline_stored is None else blob.inline_stored
             # New content is the common case: one statement when it is.
             self.conn.execute(
                 "INSERT OR IGNORE INTO blob (digest, size, chunk_count, inline_data,"
-                " created_at_ms, codec) VALUES (?, ?, 0, ?, ?, ?)",
-                (blob.digest, blob.size, stored, now_ms, blob.inline_codec),
+                " created_at_ms, codec, scope_id, sealed_digest) VALUES (?, ?, 0, ?, ?, ?, ?, ?)",
+                (
+                    blob.digest,
+                    blob.size,
+                    stored,
+                    now_ms,
+                    blob.inline_codec,
+                    scope_id,
+                    blob.inline_sealed_digest,
+                ),
             )
             if self.conn.changes() == 1:
                 return self.conn.last_insert_rowid(), len(stored), False
             # As for chunks: the stored copy comes back only when it differs from ours.
             row = self.conn.one(
                 "SELECT blob_id, chunk_count, inline_data = ?1, codec,"
-                " CASE WHEN inline_data = ?1 THEN NULL ELSE inline_data END FROM blob"
+                " CASE WHEN inline_data = ?1 THEN NULL ELSE inline_data END, scope_id FROM blob"
                 " WHERE digest = ?2",
                 (stored, blob.digest),
             )
@@ -351,16 +421,20 @@ class BlobStore:
             if (
                 row[1] == 0
                 and row[2] != 1
-                and not verified_inline(row[4], blob.size, blob.digest, row[3])
+                and (
+                    row[5] != scope_id
+                    or not verified_inline(row[4], blob.size, blob.digest, row[3], blob.scope)
+                )
             ):
                 # The stored copy was damaged; the caller's bytes hash to the digest.
                 self.conn.execute(
-                    "UPDATE blob SET inline_data = ?, codec = ? WHERE blob_id = ?",
-                    (stored, blob.inline_codec, row[0]),
+                    "UPDATE blob SET inline_data = ?, codec = ?, scope_id = ?, sealed_digest = ?"
+                    " WHERE blob_id = ?",
+                    (stored, blob.inline_codec, scope_id, blob.inline_sealed_digest, row[0]),
                 )
                 return int(row[0]), len(stored), True
             return int(row[0]), 0, False
-        existing = self.blob_id(blob.digest)
+        existing = self.blob_id(blob.digest, scope_id=scope_id)
         if existing is not None:
             # Chunks staged for it (new or repaired) are still bytes this commit wrote.
             return existing, blob.bytes_staged, False
@@ -370,14 +444,20 @@ class BlobStore:
             written += written_now
             blob.repaired.extend(repaired)
         blob_id = self.insert_chunked(
-            blob.digest, blob.size, blob.chunk_digests, blob.chunk_list_digest, now_ms
+            blob.digest,
+            blob.size,
+            blob.chunk_digests,
+            blob.chunk_list_digest,
+            now_ms,
+            scope_id=scope_id,
         )
         return blob_id, written, False
 
     def insert_inline(
         self, digest: str, size: int, stored: bytes, codec_id: int, now_ms: int
     ) -> int:
-        """Insert a new inline blob whose stored bytes the caller verified. Returns its id."""
+        """Insert a new plaintext inline blob whose stored bytes the caller verified.
+        Returns its id."""
         self.conn.execute(
             "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms, codec)"
             " VALUES (?, ?, 0, ?, ?, ?)",
@@ -392,14 +472,16 @@ class BlobStore:
         chunk_digests: Sequence[str],
         list_digest: str | None,
         now_ms: int,
+        *,
+        scope_id: int | None = None,
     ) -> int:
         """Insert a chunked blob over already written chunks (inside the commit
         transaction), its chunk list in bounded batches. ChunkMissingError (retryable, and
         the caller's transaction rolls back) when GC took a staged chunk meanwhile."""
         self.conn.execute(
-            "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (digest, size, len(chunk_digests), list_digest, now_ms),
+            "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms,"
+            " scope_id) VALUES (?, ?, ?, ?, ?, ?)",
+            (digest, size, len(chunk_digests), list_digest, now_ms, scope_id),
         )
         blob_id = self.conn.last_insert_rowid()
         for start in range(0, len(chunk_digests), _ID_BATCH):
@@ -417,9 +499,14 @@ class BlobStore:
             )
         return blob_id
 
-    def find_blob(self, digest: str, *, expect_size: int | None = None) -> tuple[int, int]:
-        """(blob_id, size) of a stored blob; BlobMissingError when it is not stored."""
-        row = self.conn.one("SELECT blob_id, size FROM blob WHERE digest = ?", (digest,))
+    def find_blob(
+        self, digest: str, *, expect_size: int | None = None, scope_id: int | None = None
+    ) -> tuple[int, int]:
+        """(blob_id, size) of a stored blob of key scope ``scope_id`` (None: plaintext);
+        BlobMissingError when it is not stored there."""
+        row = self.conn.one(
+            "SELECT blob_id, size FROM blob WHERE digest = ? AND scope_id IS ?", (digest, scope_id)
+        )
         if row is None:
             raise errors.BlobMissingError(
                 f"the referenced blob {digest[:12]} is not stored (never was, or it was "
@@ -432,9 +519,11 @@ class BlobStore:
             )
         return int(row[0]), int(row[1])
 
-    def blob_id(self, digest: str) -> int | None:
-        """The id of the blob with this digest, if stored."""
-        value = self.conn.scalar("SELECT blob_id FROM blob WHERE digest = ?", (digest,))
+    def blob_id(self, digest: str, *, scope_id: int | None = None) -> int | None:
+        """The id of the blob with this digest in key scope ``scope_id``, if stored."""
+        value = self.conn.scalar(
+            "SELECT blob_id FROM blob WHERE digest = ? AND scope_id IS ?", (digest, scope_id)
+        )
         return None if value is None else int(value)
 
     def inline_stored(self, blob_id: int) -> tuple[object, object]:
@@ -445,6 +534,12 @@ class BlobStore:
     def chunk_list_digest(self, blob_id: int) -> object:
         """The stored (unverified) chunk list digest of a blob."""
         return self.conn.scalar("SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,))
+
+    def scope_of_blob(self, blob_id: int) -> Scope:
+        """The key scope a stored blob names (PLAINTEXT when none, or the blob is gone)."""
+        return self.keyring.scope(
+            self.conn, self.conn.scalar("SELECT scope_id FROM blob WHERE blob_id = ?", (blob_id,))
+        )
 
     def resolve_chunks(self, digests: Sequence[str]) -> list[int | None]:
         """The chunk id of each digest now (None where the chunk is gone).
@@ -471,14 +566,16 @@ class BlobStore:
     def read_all(self, blob_id: int, digest: str, size: int, where: dict[str, Any]) -> bytes:
         """All bytes of a blob, verified against ``digest`` before they are returned."""
         row = self.conn.one(
-            "SELECT chunk_count, inline_data, codec FROM blob WHERE blob_id = ?", (blob_id,)
+            "SELECT chunk_count, inline_data, codec, scope_id FROM blob WHERE blob_id = ?",
+            (blob_id,),
         )
         if row is None:
             raise errors.CheckpointNotFoundError(
                 f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
             )
+        scope = self.keyring.scope(self.conn, row[3])
         if row[0] == 0:
-            data = verified_inline(row[1], size, digest, row[2])
+            data = verified_inline(row[1], size, digest, row[2], scope)
             if data is None:
                 raise errors.CorruptionError(
                     f"stored bytes of entry {where.get('entry')!r} do not match digest "
@@ -488,7 +585,7 @@ class BlobStore:
                 )
             return data
         if size <= READ_AT_ONCE:
-            return self._read_small_chunked(blob_id, digest, size, where)
+            return self._read_small_chunked(blob_id, digest, size, where, scope)
         reader = ChunkedBlobReader(self, blob_id, digest, size, where)
         try:
             return reader.readall()
@@ -496,7 +593,7 @@ class BlobStore:
             reader.close()
 
     def _read_small_chunked(
-        self, blob_id: int, digest: str, size: int, where: dict[str, Any]
+        self, blob_id: int, digest: str, size: int, where: dict[str, Any], scope: Scope
     ) -> bytes:
         """A chunked blob small enough to hold whole: every chunk in one query, each
         verified, then the whole (inside the caller's read transaction)."""
@@ -526,14 +623,14 @@ class BlobStore:
             raise corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
         parts: list[bytes] = []
         for index, (chunk_digest, chunk_size, codec_id, stored) in enumerate(rows):
-            raw = decoded(codec_id, stored, chunk_size)
-            if raw is None or hashlib.sha256(raw).hexdigest() != chunk_digest:
+            raw = decoded(codec_id, stored, chunk_size, scope, chunk_digest)
+            if raw is None or scope.address(raw) != chunk_digest:
                 raise corrupt(f"chunk {index} does not match its digest", "chunk_digest_mismatch")
             parts.append(raw)
         data = b"".join(parts)
         if len(data) != size:
             raise corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
-        if hashlib.sha256(data).hexdigest() != digest:
+        if scope.address(data) != digest:
             raise corrupt("the blob digest does not match", "blob_digest_mismatch")
         return data
 
@@ -595,6 +692,7 @@ class ChunkedBlobReader(io.RawIOBase):
         total = largest = 0
         with conn.read_transaction():
             list_digest = store.chunk_list_digest(blob_id)
+            self._scope = store.scope_of_blob(blob_id)
             for row in conn.iterate(
                 "SELECT c.digest, c.size, coalesce(c.stored_size, c.size) FROM blob_chunk bc"
                 " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ?"
@@ -629,7 +727,7 @@ class ChunkedBlobReader(io.RawIOBase):
         self._fetched = 0  # index of the next chunk to fetch
         self._buffer = memoryview(b"")
         self._current = b""
-        self._whole = BackgroundHash()
+        self._whole = BackgroundHash(self._scope)
         self._position = 0
 
     def _corrupt(self, what: str, detail_code: str) -> None:
@@ -671,8 +769,13 @@ class ChunkedBlobReader(io.RawIOBase):
                 self._corrupt(f"chunk {self._next} is missing", "chunk_missing")
         chunk_digest, chunk_size, codec_id, stored = self._window.popleft()
         expected = self._digests[self._next]
-        raw = decoded(codec_id, stored, chunk_size) if isinstance(chunk_size, int) else None
-        if raw is None or chunk_digest != expected or hashlib.sha256(raw).hexdigest() != expected:
+        scope = self._scope
+        raw = (
+            decoded(codec_id, stored, chunk_size, scope, expected)
+            if isinstance(chunk_size, int)
+            else None
+        )
+        if raw is None or chunk_digest != expected or scope.address(raw) != expected:
             if not self._store.blob_exists(self._blob_id):
                 raise errors.CheckpointNotFoundError(
                     f"blob {self._digest[:12]} was garbage-collected while being read",
@@ -815,20 +918,20 @@ def count_blobs(conn: Connection) -> int:
 
 
 def iter_chunks_with_bytes(conn: Connection) -> Iterator[tuple[Any, ...]]:
-    """(chunk_id, digest, size, codec, stored size, stored bytes) of every chunk, values as
-    stored (for verify)."""
+    """(chunk_id, digest, size, codec, stored size, stored bytes, scope_id, sealed_digest)
+    of every chunk, values as stored (for verify)."""
     return conn.iterate(
-        "SELECT c.chunk_id, c.digest, c.size, c.codec, c.stored_size, d.data FROM chunk c"
-        " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
+        "SELECT c.chunk_id, c.digest, c.size, c.codec, c.stored_size, d.data, c.scope_id,"
+        " c.sealed_digest FROM chunk c LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id"
     )
 
 
 def iter_blob_rows(conn: Connection, *, with_inline: bool) -> Iterator[tuple[Any, ...]]:
-    """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None, codec)
-    of every blob, values as stored (for verify)."""
+    """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None, codec,
+    scope_id, sealed_digest) of every blob, values as stored (for verify)."""
     return conn.iterate(
         "SELECT blob_id, digest, size, chunk_count, chunk_list_digest,"
-        f" {'inline_data' if with_inline else 'NULL'}, codec FROM blob"
+        f" {'inline_data' if with_inline else 'NULL'}, codec, scope_id, sealed_digest FROM blob"
     )
 
 
@@ -842,16 +945,16 @@ def chunk_rows_of(conn: Connection, blob_id: int) -> list[tuple[Any, ...]]:
     )
 
 
-def chunk_raw(conn: Connection, chunk_id: int) -> bytes | None:
+def chunk_raw(conn: Connection, chunk_id: int, scope: Scope = PLAINTEXT) -> bytes | None:
     """The decoded (unverified) bytes of one chunk, or None when they do not decode."""
     row = conn.one(
-        "SELECT c.codec, d.data, c.size FROM chunk c JOIN chunk_data d"
+        "SELECT c.codec, d.data, c.size, c.digest FROM chunk c JOIN chunk_data d"
         " ON d.chunk_id = c.chunk_id WHERE c.chunk_id = ?",
         (chunk_id,),
     )
     if row is None or not isinstance(row[2], int):
         return None
-    return decoded(row[0], row[1], row[2])
+    return decoded(row[0], row[1], row[2], scope, row[3] if isinstance(row[3], str) else "")
 
 
 def stored_bytes(conn: Connection) -> tuple[int, int]:
@@ -859,5 +962,35 @@ def stored_bytes(conn: Connection) -> tuple[int, int]:
     row = conn.one(
         "SELECT (SELECT coalesce(sum(length(inline_data)), 0) FROM blob WHERE chunk_count = 0),"
         " (SELECT coalesce(sum(coalesce(stored_size, size)), 0) FROM chunk)"
+    )
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def delete_scope_records(conn: Connection, scope_id: int) -> tuple[int, int]:
+    """Delete every blob and chunk of a key scope (its namespaces are gone: nothing else
+    can reference them). Returns (blobs, chunks) deleted."""
+    conn.execute(
+        "DELETE FROM blob_chunk WHERE blob_id IN (SELECT blob_id FROM blob WHERE scope_id = ?)",
+        (scope_id,),
+    )
+    blobs = len(conn.execute("DELETE FROM blob WHERE scope_id = ? RETURNING blob_id", (scope_id,)))
+    # A chunk of the scope still listed by a blob of another scope cannot exist (addresses
+    # are keyed per scope); the NOT EXISTS keeps the foreign key safe even so.
+    chunks = len(
+        conn.execute(
+            "DELETE FROM chunk WHERE scope_id = ? AND NOT EXISTS"
+            " (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id) RETURNING chunk_id",
+            (scope_id,),
+        )
+    )
+    return blobs, chunks
+
+
+def scope_record_counts(conn: Connection, scope_id: int) -> tuple[int, int]:
+    """(blobs, chunks) stored for a key scope."""
+    row = conn.one(
+        "SELECT (SELECT count(*) FROM blob WHERE scope_id = ?1),"
+        " (SELECT count(*) FROM chunk WHERE scope_id = ?1)",
+        (scope_id,),
     )
     return (0, 0) if row is None else (int(row[0]), int(row[1]))

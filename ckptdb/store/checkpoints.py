@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import canonical, errors, validation
 from ..connection import Connection
+from . import scopes
 from .rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, check_types, typed
 
 _N = type(None)
@@ -68,8 +69,8 @@ def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> l
 def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
     """Entries of a checkpoint, sorted by name."""
     rows = conn.execute(
-        "SELECT e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
-        " FROM entry e LEFT JOIN blob b ON b.blob_id = e.blob_id"
+        "SELECT e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
+        " b.scope_id FROM entry e LEFT JOIN blob b ON b.blob_id = e.blob_id"
         " WHERE e.checkpoint_seq = ? ORDER BY e.name",
         (checkpoint_seq,),
     )
@@ -203,13 +204,40 @@ def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
 # -- writing (publish and import) ------------------------------------------------------
 
 
-def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> int:
-    """Id of the namespace row, creating it if needed (inside a write transaction)."""
-    existing = namespace_id(conn, namespace)
-    if existing is not None:
-        return existing
-    conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES (?, ?)", (namespace, now_ms))
-    return conn.last_insert_rowid()
+def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> tuple[int, int | None]:
+    """(id, key scope id) of the namespace row, creating it if needed (inside a write
+    transaction): a new namespace joins the key scope whose prefix covers its name, and a
+    shredded scope's prefix takes no new namespace (KeyShreddedError)."""
+    row = conn.one("SELECT namespace_id, scope_id FROM namespace WHERE name = ?", (namespace,))
+    if row is not None:
+        check_types(row, (int, (int, _N)), "namespace row")
+        return int(row[0]), row[1]
+    scope_id = scopes.covering_scope_id(conn, namespace)
+    conn.execute(
+        "INSERT INTO namespace (name, created_at_ms, scope_id) VALUES (?, ?, ?)",
+        (namespace, now_ms, scope_id),
+    )
+    return conn.last_insert_rowid(), scope_id
+
+
+def count_under_prefix(conn: Connection, prefix: str) -> int:
+    """Number of namespaces whose name starts with ``prefix``."""
+    return int(
+        conn.scalar(
+            "SELECT count(*) FROM namespace WHERE substr(name, 1, length(?1)) = ?1", (prefix,)
+        )
+        or 0
+    )
+
+
+def namespaces_of_scope(conn: Connection, scope_id: int) -> list[str]:
+    """Names of the namespaces in a key scope."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM namespace WHERE scope_id = ? ORDER BY name", (scope_id,)
+        )
+    ]
 
 
 def insert(
@@ -408,12 +436,12 @@ def generations(conn: Connection) -> dict[Any, Any]:
 def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
     """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
     none once), ordered by checkpoint then entry name, values as stored (for verify):
-    the 10 checkpoint columns then the 7 entry columns."""
+    the 10 checkpoint columns then the 8 entry columns."""
     return conn.iterate(
         "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
         " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
-        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count"
-        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
+        " b.scope_id FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
         " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
         " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
     )

@@ -220,6 +220,11 @@ def register_codec(codec: Codec) -> None:
         _CODECS[cid] = codec
 
 
+def compression_of(codec_id: int) -> int:
+    """The compression codec of a codec id (bits 0-7), whatever seals it."""
+    return codec_id & _COMPRESSION_MASK
+
+
 def codec_name(codec_id: int) -> str:
     """A readable name for a codec id (``raw``, ``zstd``, ``zstd+seal1``...), for tools."""
     comp = codec_id & _COMPRESSION_MASK

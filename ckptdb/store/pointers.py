@@ -29,7 +29,8 @@ _POINTER_COLUMNS = (
     "p.namespace_id, (SELECT name FROM namespace WHERE namespace_id = p.namespace_id),"
     " p.current_seq, c.id, f.id, p.revision, p.digest,"
     " p.previous_digest, p.updated_at_ms, CAST(c.parent_id AS BLOB), c.generation,"
-    " c.entry_count, c.total_size, CAST(c.metadata AS BLOB)"
+    " c.entry_count, c.total_size, CAST(c.metadata AS BLOB),"
+    " (SELECT scope_id FROM namespace WHERE namespace_id = p.namespace_id)"
 )
 
 
@@ -57,9 +58,10 @@ def _pointer(row: tuple[Any, ...]) -> PointerRow:
     head = row[: len(POINTER_TYPES)]
     check_types(head, POINTER_TYPES, "pointer row")
     ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated = head
+    check_types(row[-1:], ((int, type(None)),), "namespace row")
     return PointerRow(
         ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated,
-        _summary(row[len(POINTER_TYPES) :]),
+        _summary(row[len(POINTER_TYPES) : -1]), row[-1],
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from .. import canonical, errors
 T = TypeVar("T")
 _N = type(None)
 CHECKPOINT_TYPES: tuple[Any, ...] = (int, str, str, int, (str, _N), int, int, str, int, int)
-ENTRY_TYPES: tuple[Any, ...] = (str, int, str, int, (str, _N), (str, _N), int)
+ENTRY_TYPES: tuple[Any, ...] = (str, int, str, int, (str, _N), (str, _N), int, (int, _N))
 POINTER_TYPES: tuple[Any, ...] = (int, str, int, str, (str, _N), int, str, (str, _N), int)
 HISTORY_TYPES: tuple[Any, ...] = (str, int, str, (str, _N), (str, _N), str, str, int)
 
@@ -66,6 +66,8 @@ class EntryRow:
     media_type: str | None
     schema_pin: str | None
     chunk_count: int
+    #: the key scope of the blob (None: plaintext)
+    scope_id: int | None = None
 
     def record(self) -> canonical.EntryRecord:
         """The entry as it takes part in the checkpoint identity."""
@@ -102,6 +104,8 @@ class PointerRow:
     #: None when the row of the current checkpoint is damaged (a value of the wrong type or
     #: text that is not UTF-8): the pointer itself is still readable, so fallback can work.
     summary: CurrentSummary | None
+    #: the key scope of the namespace (None: plaintext)
+    scope_id: int | None = None
 
     def current_summary(self) -> CurrentSummary:
         """The summary, or CorruptionError when the current checkpoint's row is damaged."""

@@ -1,0 +1,213 @@
+"""The cryptography of a key scope: data keys, wrapping, keyed addresses and sealing.
+
+A key scope (``store/scopes.py``) has one random 256-bit *data key*. It is stored only
+wrapped -- sealed with AES-256-GCM under the host's *key encryption key* (KEK), binding the
+scope's key id, prefix and key generation -- and two keys are derived from it with HKDF-SHA256:
+
+* the *address key*: a chunk's or blob's content address inside the scope is
+  HMAC-SHA256(address key, raw bytes), so the file never holds the plain sha256 of a tenant's
+  content and identical content in two scopes has two unrelated addresses;
+* the *sealing key*: every stored chunk and inline blob is compressed, then sealed with
+  AES-256-GCM under a fresh random 96-bit nonce, the associated data binding the record kind,
+  the scope id, the content address, the raw size and the format version -- a sealed record
+  moved to another row, scope or file does not open.
+
+Stored layout of a sealed record: ``nonce (12 bytes) || ciphertext || tag (16 bytes)``. The
+AES and HMAC work runs in OpenSSL (the ``cryptography`` package, AES-NI where the CPU has it).
+
+Random nonces: NIST SP 800-38D bounds one key to 2^32 random-nonce messages; a scope seals
+one message per distinct chunk it stores, far below that for any realistic tenant (2^32 chunks
+of 8 KiB are 32 TiB). Rotation re-wraps the data key; it does not change it (O(1), no data
+rewritten) -- see docs/security.md for what that does and does not protect against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .. import errors
+from . import codec
+
+#: The algorithm recorded in ``key_scope.algorithm``: the wrap, the derivation and the seal.
+ALGORITHM = "aes256gcm-hkdf-sha256-v1"
+#: Seal id in bits 8-15 of a codec id.
+SEAL_AES256GCM = 1
+KEY_BYTES = 32
+NONCE_BYTES = 12
+TAG_BYTES = 16
+_FORMAT = 1
+_WRAP_DOMAIN = b"ckptdb/wrap/v1\0"
+_CHUNK_DOMAIN = b"ckptdb/chunk/v1\0"
+_BLOB_DOMAIN = b"ckptdb/blob/v1\0"
+
+
+class _Hash(Protocol):
+    def update(self, data: bytes | memoryview, /) -> None: ...
+    def hexdigest(self) -> str: ...
+
+
+def check_key(key: object, key_id: str) -> bytes:
+    """A host key as 32 bytes, or InvalidKeyError (which never shows the key)."""
+    if isinstance(key, bytearray | memoryview):
+        key = bytes(key)
+    if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+        got = f"{len(key)} bytes" if isinstance(key, bytes) else type(key).__name__
+        raise errors.InvalidKeyError(
+            f"the key for key id {key_id!r} must be {KEY_BYTES} bytes (got {got}); generate "
+            "one with os.urandom(32) or take it from your KMS"
+        )
+    return key
+
+
+def new_data_key() -> bytes:
+    """A fresh random data key."""
+    return os.urandom(KEY_BYTES)
+
+
+def _wrap_aad(key_id: str, prefix: str, generation: int, scope_id: int) -> bytes:
+    return (
+        _WRAP_DOMAIN
+        + struct.pack(">QQ", scope_id, generation)
+        + key_id.encode("utf-8")
+        + b"\0"
+        + prefix.encode("utf-8")
+    )
+
+
+def wrap(
+    kek: bytes, data_key: bytes, *, key_id: str, prefix: str, generation: int, scope_id: int
+) -> bytes:
+    """The data key sealed by the host's key, bound to the scope and its generation."""
+    nonce = os.urandom(NONCE_BYTES)
+    aad = _wrap_aad(key_id, prefix, generation, scope_id)
+    return nonce + AESGCM(kek).encrypt(nonce, data_key, aad)
+
+
+def unwrap(
+    kek: bytes, wrapped: bytes, *, key_id: str, prefix: str, generation: int, scope_id: int
+) -> bytes:
+    """The data key, or KeyMismatchError: a wrong host key, or a wrapped key that is not
+    this scope's current one (damaged, from another scope, or an older generation)."""
+    if len(wrapped) != NONCE_BYTES + KEY_BYTES + TAG_BYTES:
+        raise errors.KeyMismatchError(
+            f"the wrapped data key of key id {key_id!r} has the wrong length; it is damaged",
+            key_id=key_id,
+        )
+    aad = _wrap_aad(key_id, prefix, generation, scope_id)
+    try:
+        return AESGCM(kek).decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], aad)
+    except InvalidTag:
+        raise errors.KeyMismatchError(
+            f"the key given for key id {key_id!r} does not open this file's data key: it is "
+            "not the key the scope was last wrapped with (after rotate_key, use the new "
+            "key), or the stored wrapped key was altered. Nothing was written.",
+            key_id=key_id,
+        ) from None
+
+
+def _derive(data_key: bytes, purpose: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=purpose).derive(
+        data_key
+    )
+
+
+@dataclass(frozen=True)
+class _AesGcmSealer:
+    """codec.Sealer for AES-256-GCM with a random nonce per record."""
+
+    aead: AESGCM
+    seal_id: int = SEAL_AES256GCM
+
+    def seal(self, data: bytes, aad: bytes) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self.aead.encrypt(nonce, data, aad)
+
+    def open(self, sealed: bytes, aad: bytes) -> bytes:
+        if len(sealed) < NONCE_BYTES + TAG_BYTES:
+            raise codec.ChunkDecodeError("a sealed record is shorter than its nonce and tag")
+        try:
+            return self.aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
+        except InvalidTag:
+            raise codec.ChunkDecodeError(
+                "a sealed record does not authenticate (damaged, or moved from another row, "
+                "scope or file)"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """How the bytes of one key scope are addressed and sealed (:data:`PLAINTEXT` for the
+    namespaces outside every scope: sha256 addresses, nothing sealed)."""
+
+    scope_id: int | None = None
+    key_id: str | None = None
+    _address_key: bytes | None = field(default=None, repr=False)
+    _sealer: _AesGcmSealer | None = field(default=None, repr=False)
+
+    @classmethod
+    def unlocked(cls, scope_id: int, key_id: str, data_key: bytes) -> Scope:
+        """The scope whose data key is ``data_key``."""
+        return cls(
+            scope_id,
+            key_id,
+            _derive(data_key, b"ckptdb address key v1"),
+            _AesGcmSealer(AESGCM(_derive(data_key, b"ckptdb sealing key v1"))),
+        )
+
+    @property
+    def sealed(self) -> bool:
+        """True for a key scope (its records are sealed)."""
+        return self._sealer is not None
+
+    def address(self, data: bytes) -> str:
+        """The content address of ``data`` in this scope (hex)."""
+        if self._address_key is None:
+            return hashlib.sha256(data).hexdigest()
+        return hmac.digest(self._address_key, data, "sha256").hex()
+
+    def hasher(self) -> _Hash:
+        """An incremental :meth:`address` (for a blob read or written in pieces)."""
+        if self._address_key is None:
+            return hashlib.sha256()
+        return hmac.new(self._address_key, digestmod="sha256")
+
+    def _aad(self, domain: bytes, digest: str, size: int) -> bytes:
+        assert self.scope_id is not None
+        return domain + struct.pack(">QQQ", _FORMAT, self.scope_id, size) + bytes.fromhex(digest)
+
+    def encode(
+        self, raw: bytes, digest: str, *, compress: bool = True, blob: bool = False
+    ) -> tuple[int, bytes, bytes | None]:
+        """(codec id, stored bytes, sha256 of the stored bytes when sealed) of one record."""
+        compression = codec.ZSTD if compress else codec.RAW
+        if self._sealer is None:
+            codec_id, stored = codec.encode(raw, compression=compression)
+            return codec_id, stored, None
+        aad = self._aad(_BLOB_DOMAIN if blob else _CHUNK_DOMAIN, digest, len(raw))
+        codec_id, stored = codec.encode(raw, compression=compression, sealer=self._sealer, aad=aad)
+        return codec_id, stored, hashlib.sha256(stored).digest()
+
+    def decode(
+        self, codec_id: int, stored: bytes, size: int, digest: str, *, blob: bool = False
+    ) -> bytes:
+        """The raw bytes of a stored record (still to be checked against ``digest`` with
+        :meth:`address`). Raises ChunkDecodeError, or KeyUnavailable-style errors from the
+        codec for a sealed record outside a key scope."""
+        if self._sealer is None:
+            return codec.decode(codec_id, stored, size)
+        aad = self._aad(_BLOB_DOMAIN if blob else _CHUNK_DOMAIN, digest, size)
+        return codec.decode(codec_id, stored, size, sealer=self._sealer, aad=aad)
+
+
+#: The namespaces outside every key scope.
+PLAINTEXT = Scope()
