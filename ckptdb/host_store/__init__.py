@@ -1,11 +1,18 @@
 """The host store seam: a two-method protocol for hosts that decide where checkpoint bytes
-go (:class:`HostStore` and its contract), and the input rules every store shares.
+go, and two stores that ship with ckptdb.
 
-This package sits above the front object: it uses only the public ckptdb API.
+- :class:`HostStore` -- the protocol (``put(data, *, key) -> location``, ``get(location)``)
+  and its contract.
+- :class:`DatabaseHostStore` -- each put is a checkpoint of an open ckptdb database, under a
+  namespace prefix the host chooses (e.g. inside its tenant's encrypted key scope).
+
+``ckptdb.testing.host_store`` checks any store against the contract. This package sits
+above the front object: it uses only the public :class:`ckptdb.Database` API.
 """
 
 from __future__ import annotations
 
+from .database_store import DatabaseHostStore
 from .protocol import (
     MAX_KEY_CHARS,
     MAX_LOCATION_CHARS,
@@ -18,6 +25,7 @@ from .protocol import (
 __all__ = [
     "MAX_KEY_CHARS",
     "MAX_LOCATION_CHARS",
+    "DatabaseHostStore",
     "HostStore",
     "validate_data",
     "validate_key",
