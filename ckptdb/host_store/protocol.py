@@ -86,8 +86,7 @@ def validate_key(key: object) -> str:
     :class:`~ckptdb.errors.InvalidStoreKeyError` saying what to change."""
     if not isinstance(key, str):
         raise errors.InvalidStoreKeyError(
-            f"a store key must be a str (a label such as 'turn-12.json'), got "
-            f"{type(key).__name__}"
+            f"a store key must be a str (a label such as 'turn-12.json'), got {type(key).__name__}"
         )
     if not key:
         raise errors.InvalidStoreKeyError(
@@ -139,7 +138,6 @@ def validate_location(location: object) -> str:
         )
     if not location or len(location) > MAX_LOCATION_CHARS or "\x00" in location:
         raise errors.InvalidLocationError(
-            f"{location[:80]!r} is not a location: pass the str a store's put() returned, "
-            "unchanged"
+            f"{location[:80]!r} is not a location: pass the str a store's put() returned, unchanged"
         )
     return location
