@@ -88,7 +88,8 @@ class DatabaseHostStore:
 
     def put(self, data: bytes, *, key: str) -> str:
         """Commit ``data`` as a checkpoint of :meth:`namespace_for` ``(key)`` and return its
-        location. Durable and atomic when it returns (the core's commit)."""
+        location. Atomic, and durable when it returns as the database's ``synchronous``
+        setting promises (across power loss with the default, ``"full"``)."""
         key = validate_key(key)
         data = validate_data(data)
         namespace = self.namespace_for(key)

@@ -282,7 +282,7 @@ def _write(dir_fd: int, name: str, data: bytes) -> None:
         try:
             os.unlink(temp, dir_fd=dir_fd)
         except FileNotFoundError:
-            pass  # the rename happened before the failure, or the file was never made
+            pass  # already gone: nothing is left behind
         except OSError as cleanup:
             exc.add_note(f"the temporary file {temp} could not be removed: {cleanup}")
         raise
