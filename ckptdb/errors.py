@@ -490,3 +490,33 @@ class EncryptedScopeError(InvalidInputError):
     plaintext (export, copy to another file): refused."""
 
     code = "encrypted_scope"
+
+# --- the host store seam (ckptdb.host_store) ---------------------------------------------
+
+
+class InvalidStoreKeyError(InvalidInputError):
+    """A host store's ``put`` got a key it cannot take as a label: a key is a non-empty str of
+    at most 1024 characters with no NUL and no lone surrogate. Nothing was stored."""
+
+    code = "invalid_store_key"
+
+
+class InvalidLocationError(InvalidInputError):
+    """A host store's ``get`` got something its ``put`` could never have returned (not a str,
+    malformed, or naming another store's objects). Pass only locations this store returned."""
+
+    code = "invalid_location"
+
+
+class LocationNotFoundError(NotFoundError):
+    """A host store location names nothing the store holds: it was never written there, or
+    it was deleted (or garbage-collected) since."""
+
+    code = "location_not_found"
+
+
+class LocationCorruptError(CorruptionError):
+    """The bytes stored at a host store location no longer match their digest; none were
+    returned. Put the bytes again from their source, if there is one."""
+
+    code = "location_corrupt"
