@@ -21,7 +21,7 @@ import click
 from click.shell_completion import get_completion_class
 from pydantic import BaseModel
 
-from . import __version__, cli_sql, errors, validation
+from . import __version__, cli_sql, errors, keyfile, validation
 from .database import Database
 from .database import open as open_database
 from .demo import run as run_demo
@@ -36,6 +36,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit status per error class (the first matching base class wins).
 EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
+    (errors.KeyUnavailableError, 14),
+    (errors.KeyMismatchError, 14),
+    (errors.KeyShreddedError, 14),
+    (errors.InvalidKeyError, 14),
     (errors.NotFoundError, 3),
     (errors.ConflictError, 4),
     (errors.ProtectedError, 4),
@@ -82,6 +86,7 @@ Exit status:
   11 import-from finished but skipped some source items (each listed with its reason)
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
   13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint
+  14 key (a key scope's key not given, wrong, shredded, or a malformed key file)
   130 interrupted by Ctrl-C (`ckptdb sql`)
 """
 
@@ -154,8 +159,24 @@ def command(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _keys() -> dict[str, bytes] | None:
+    """The host keys named by ``--keys-file`` / ``--keys-env`` (read when a command opens a
+    database, so a bad key file is reported like any other error)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    meta = ctx.find_root().meta
+    keys: dict[str, bytes] = {}
+    if meta.get("ckptdb.keys_file"):
+        keys.update(keyfile.read_key_file(str(meta["ckptdb.keys_file"])))
+    if meta.get("ckptdb.keys_env"):
+        keys.update(keyfile.read_key_env(str(meta["ckptdb.keys_env"])))
+    return keys or None
+
+
 @contextmanager
 def _open(path: str, **kwargs: Any) -> Iterator[Database]:
+    kwargs.setdefault("keys", _keys())
     with open_database(path, **kwargs) as db:
         yield db
 
@@ -225,7 +246,20 @@ quiet_option = click.option(
 
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ckptdb")
-def main() -> None:
+@click.option(
+    "--keys-file",
+    envvar="CKPTDB_KEYS_FILE",
+    metavar="PATH",
+    help="JSON file {key_id: key as 64 hex digits or base64} of the keys of encrypted key "
+    "scopes (mode 600; also $CKPTDB_KEYS_FILE). Keys are never taken on the command line.",
+)
+@click.option(
+    "--keys-env",
+    metavar="NAME",
+    help="Name of an environment variable holding the same JSON as --keys-file.",
+)
+@click.pass_context
+def main(ctx: click.Context, keys_file: str | None, keys_env: str | None) -> None:
     """ckptdb: a single-file, transactional checkpoint database.
 
     DB is the path of a ckptdb database file. CHECKPOINT is a full id, a unique prefix of at
@@ -234,6 +268,8 @@ def main() -> None:
     hex) is written NS@current. Command groups take DB after the subcommand:
     `ckptdb migrate status DB`, `ckptdb retention show DB`.
     """
+    ctx.meta["ckptdb.keys_file"] = keys_file
+    ctx.meta["ckptdb.keys_env"] = keys_env
 
 
 @main.command()
@@ -1209,6 +1245,106 @@ def unpin(db: str, name: str, as_json: bool) -> None:
         _print_json(result)
     else:
         click.echo(f"unpinned {result.name} ({result.checkpoint_id[:12]})")
+
+
+@main.group(cls=_GroupDbLast)
+def keys() -> None:
+    """Encryption key scopes: create, list, rotate, shred (keys come from --keys-file or
+    --keys-env given before the command, e.g. `ckptdb --keys-file k.json keys set ...`)."""
+
+
+def _scope_rows(rows: list[Any]) -> list[list[Any]]:
+    return [
+        [s.key_id, s.prefix, s.key_generation, "yes" if s.shredded else "", s.namespaces]
+        for s in rows
+    ]
+
+
+_SCOPE_HEADERS = ["key id", "prefix", "generation", "shredded", "namespaces"]
+
+
+@keys.command(name="list")
+@click.argument("db")
+@json_option
+@command
+def keys_list(db: str, as_json: bool) -> None:
+    """List the key scopes (never any key material)."""
+    with _open(db, readonly=True) as handle:
+        rows = handle.key_scopes()
+    if as_json:
+        _print_json(rows)
+        return
+    _table(_SCOPE_HEADERS, _scope_rows(rows))
+
+
+@keys.command(name="set")
+@click.argument("db")
+@click.argument("prefix")
+@click.option("--key-id", required=True, help="The key (from --keys-file/--keys-env) to use.")
+@json_option
+@command
+def keys_set(db: str, prefix: str, key_id: str, as_json: bool) -> None:
+    """Encrypt every namespace under PREFIX from its first commit on."""
+    with _open(db) as handle:
+        scope = handle.set_encryption(prefix, key_id=key_id)
+    if as_json:
+        _print_json(scope)
+        return
+    click.echo(f"namespaces under {scope.prefix!r} are encrypted with key id {scope.key_id!r}")
+
+
+@keys.command(name="rotate")
+@click.argument("db")
+@click.argument("key_id")
+@click.option(
+    "--new-key-file", metavar="PATH", help="Key file holding the new key under KEY_ID."
+)
+@click.option("--new-key-env", metavar="NAME", help="Environment variable holding it.")
+@json_option
+@command
+def keys_rotate(
+    db: str, key_id: str, new_key_file: str | None, new_key_env: str | None, as_json: bool
+) -> None:
+    """Re-wrap KEY_ID's data key under a new key (O(1): no data is rewritten)."""
+    if (new_key_file is None) == (new_key_env is None):
+        raise errors.InvalidKeyError("give exactly one of --new-key-file or --new-key-env")
+    found = (
+        keyfile.read_key_file(new_key_file)
+        if new_key_file is not None
+        else keyfile.read_key_env(str(new_key_env))
+    )
+    if key_id not in found:
+        raise errors.InvalidKeyError(f"the new key source has no key for {key_id!r}")
+    with _open(db) as handle:
+        scope = handle.rotate_key(key_id, found[key_id])
+    if as_json:
+        _print_json(scope)
+        return
+    click.echo(f"key id {key_id!r} re-wrapped: generation {scope.key_generation}")
+
+
+@keys.command(name="shred")
+@click.argument("db")
+@click.argument("key_id")
+@click.option("--yes", is_flag=True, help="Confirm: the scope's data is destroyed for good.")
+@json_option
+@command
+def keys_shred(db: str, key_id: str, yes: bool, as_json: bool) -> None:
+    """Crypto-shred KEY_ID: delete every namespace of its scope and its wrapped key."""
+    if not yes:
+        raise errors.InvalidInputError(
+            f"shredding {key_id!r} destroys its data for good; add --yes to confirm"
+        )
+    with _open(db) as handle:
+        report = handle.shred_key(key_id)
+    if as_json:
+        _print_json(report)
+        return
+    click.echo(
+        f"shredded {key_id!r}: {len(report.namespaces)} namespaces, "
+        f"{report.checkpoints_deleted} checkpoints deleted"
+        + ("" if report.wal_truncated else " (WAL not yet truncated: a reader held it)")
+    )
 
 
 @main.command(name="pins")

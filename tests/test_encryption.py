@@ -4,11 +4,14 @@ its WAL, never against ckptdb's own account of itself."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import raw_sql
@@ -436,3 +439,76 @@ def test_any_bytes_round_trip_sealed(tmp_path: Path, values: list[bytes]) -> Non
             if value:
                 assert cp.entries["v"].digest != hashlib.sha256(value).hexdigest()
         assert db.verify().ok
+
+
+def _cli(*args: str, code: int = 0, env: dict[str, str] | None = None) -> Any:
+    from click.testing import CliRunner
+
+    from ckptdb.cli import main
+
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False, env=env)
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    return result
+
+
+def test_cli_takes_keys_from_a_file_or_an_environment_variable(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.ckpt")
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"a": KEY_A.hex()}))
+    keys.chmod(0o644)
+    refused = _cli("--keys-file", str(keys), "keys", "list", db, code=14)
+    assert "chmod 600" in refused.stderr and KEY_A.hex() not in refused.output + refused.stderr
+    keys.chmod(0o600)
+    _cli("--keys-file", str(keys), "keys", "set", db, "t/", "--key-id", "a")
+    src = tmp_path / "state.json"
+    src.write_bytes(b'{"MARKER-cli": 1}')
+    _cli("--keys-file", str(keys), "commit", db, "t/x", str(src))
+    missing = _cli("cat", db, "t/x", "state.json", code=14)
+    assert "key_unavailable" in missing.stderr
+    env = {"MY_KEYS": json.dumps({"a": base64.b64encode(KEY_A).decode()})}
+    shown = _cli("--keys-env", "MY_KEYS", "cat", db, "t/x", "state.json", env=env)
+    assert shown.stdout_bytes == b'{"MARKER-cli": 1}'
+    wrong = {"MY_KEYS": json.dumps({"a": KEY_B.hex()})}
+    mismatch = _cli("--keys-env", "MY_KEYS", "cat", db, "t/x", "state.json", env=wrong, code=14)
+    assert "key_mismatch" in mismatch.stderr and KEY_B.hex() not in mismatch.stderr
+    listing = json.loads(_cli("keys", "list", db, "--json").stdout)
+    assert listing[0]["key_id"] == "a" and "wrapped" not in json.dumps(listing)
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps({"a": KEY_B.hex()}))
+    new.chmod(0o600)
+    _cli("--keys-file", str(keys), "keys", "rotate", db, "a", "--new-key-file", str(new))
+    _cli("--keys-file", str(new), "cat", db, "t/x", "state.json")
+    _cli("--keys-file", str(new), "keys", "shred", db, "a", code=7)  # needs --yes
+    _cli("--keys-file", str(new), "keys", "shred", db, "a", "--yes")
+    assert b"MARKER-cli" not in _disk(Path(db))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": "not a key"}')
+    bad.chmod(0o600)
+    garbled = _cli("--keys-file", str(bad), "keys", "list", db, code=14)
+    assert "not a key" not in garbled.stderr
+
+
+def test_a_host_store_under_an_encrypted_prefix_conforms_and_seals(db_path: Path) -> None:
+    from ckptdb.host_store import DatabaseHostStore
+    from ckptdb.testing.host_store import run_conformance
+
+    opened: list[ckptdb.Database] = []
+
+    def fresh_store() -> DatabaseHostStore:  # the kit wants a new, empty store each time
+        db = ckptdb.open(db_path.with_name(f"kit{len(opened)}.ckpt"), keys={"a": KEY_A})
+        opened.append(db)
+        db.set_encryption("host/", key_id="a")
+        return DatabaseHostStore(db, namespace_prefix="host/")
+
+    try:
+        report = run_conformance(fresh_store)
+    finally:
+        for handle in opened:
+            handle.close()
+    assert report.ok, report.failures
+    with ckptdb.open(db_path, keys={"a": KEY_A}) as db:
+        db.set_encryption("host/", key_id="a")
+        store = DatabaseHostStore(db, namespace_prefix="host/main/")
+        location = store.put(b"MARKER-host " * 100, key="doc-1")
+        assert store.get(location) == b"MARKER-host " * 100
+    assert b"MARKER-host" not in _disk(db_path)
