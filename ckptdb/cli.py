@@ -1249,8 +1249,11 @@ def unpin(db: str, name: str, as_json: bool) -> None:
 
 @main.group(cls=_GroupDbLast)
 def keys() -> None:
-    """Encryption key scopes: create, list, rotate, shred (keys come from --keys-file or
-    --keys-env given before the command, e.g. `ckptdb --keys-file k.json keys set ...`)."""
+    """Manage encryption key scopes.
+
+    Create, list, rotate and shred them. Keys come from --keys-file or --keys-env, given
+    before the command: `ckptdb --keys-file k.json keys set DB tenant-a/ --key-id a`.
+    """
 
 
 def _scope_rows(rows: list[Any]) -> list[list[Any]]:
@@ -1296,9 +1299,7 @@ def keys_set(db: str, prefix: str, key_id: str, as_json: bool) -> None:
 @keys.command(name="rotate")
 @click.argument("db")
 @click.argument("key_id")
-@click.option(
-    "--new-key-file", metavar="PATH", help="Key file holding the new key under KEY_ID."
-)
+@click.option("--new-key-file", metavar="PATH", help="Key file holding the new key under KEY_ID.")
 @click.option("--new-key-env", metavar="NAME", help="Environment variable holding it.")
 @json_option
 @command
@@ -1639,6 +1640,7 @@ SHORT_HELP = {
     "import": "Merge the checkpoints of another ckptdb file.",
     "import-from": "Import checkpoints from another kind of store.",
     "init": "Create an empty database.",
+    "keys": "Create, list, rotate or shred encryption key scopes.",
     "log": "Show the lineage of a namespace (--graph, --all).",
     "migrate": "Inspect and apply schema migrations.",
     "namespaces": "List namespaces with their CURRENT checkpoint.",

@@ -609,7 +609,9 @@ class Database:
 
     # -- encryption at rest (key scopes) ------------------------------------------------
 
-    def set_encryption(self, prefix: str, *, key_id: str) -> models.KeyScope:
+    def set_encryption(
+        self, prefix: str, *, key_id: str, metadata: bool = False
+    ) -> models.KeyScope:
         """Encrypt every namespace whose name starts with ``prefix`` under the host key
         ``key_id`` (given to :func:`ckptdb.open` as ``keys=``), from its first commit on.
 
@@ -618,13 +620,17 @@ class Database:
         nonce per chunk, bound to the scope and the chunk's address); their content
         addresses are keyed (HMAC-SHA256), so the file holds neither the plaintext nor its
         sha256, and dedup works within the scope only. Namespace names, entry names,
-        metadata and sizes stay plaintext (docs/security.md says why and what that shows).
+        metadata and sizes stay plaintext (docs/security.md says why and what that shows),
+        unless ``metadata=True``: then metadata is sealed too (deterministically, so ids stay
+        content-derived), handles with the key see it as given, the views and handles
+        without the key see ``{"ckptdb:sealed": ...}``, and retention rules that read
+        metadata (``keep_best``, ``prune``) find none of its fields.
 
         Must come before the first commit under ``prefix`` (ScopeConflictError if a
         namespace exists there, or if the prefix overlaps another scope's); calling it again
         with the same arguments returns the existing scope.
         """
-        return encryption_op.set_encryption(self._handle, prefix, key_id)
+        return encryption_op.set_encryption(self._handle, prefix, key_id, metadata)
 
     def rotate_key(self, key_id: str, new_key: bytes) -> models.KeyScope:
         """Re-wrap the scope's data key under ``new_key``: O(1), no data rewritten. This

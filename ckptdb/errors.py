@@ -491,6 +491,7 @@ class EncryptedScopeError(InvalidInputError):
 
     code = "encrypted_scope"
 
+
 # --- the host store seam (ckptdb.host_store) ---------------------------------------------
 
 

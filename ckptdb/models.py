@@ -513,6 +513,7 @@ class KeyScope(_Model):
     prefix: str = Field(description="namespaces whose names start with it are encrypted")
     algorithm: str
     key_generation: int = Field(description="1, plus one per rotate_key")
+    seal_metadata: bool = Field(description="checkpoint metadata is sealed too")
     shredded: bool
     namespaces: int = Field(description="namespaces in the scope now")
     created_at: datetime

@@ -206,6 +206,10 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
             f"metadata must be a dict of JSON values, got {type(value).__name__}"
         )
     _check_json(value, "$", 0)
+    if "ckptdb:sealed" in value:
+        raise errors.InvalidMetadataError(
+            "the metadata key 'ckptdb:sealed' is reserved (it marks sealed metadata); rename it"
+        )
     try:
         text = canonical.dumps(dict(value))
     except (TypeError, ValueError, RecursionError) as exc:

@@ -186,7 +186,9 @@ def test_the_v1_fixture_upgrades_and_every_write_is_sealed(tmp_path: Path) -> No
     )
     path = tmp_path / "old.ckpt"
     shutil.copyfile(FIXTURE, path)
-    # read-only, before any upgrade: readable, writes unsealed (no digest column yet)
+    # the core schema first (it moved on since the fixture was made), then read-only,
+    # before the saver's own upgrade: readable, writes unsealed (no digest column yet)
+    ckptdb.open(path).close()
     with CkptdbSaver(ckptdb.open(path, readonly=True)) as ro:
         before = ro.get_tuple(cfg("t1"))
         sub_before = ro.get_tuple(cfg("t2", "child:1"))

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from .. import errors, models
+from ..store import crypto
 from ..store.checkpoints import check_manifest
 from ..store.rows import CheckpointRow, EntryRow
 from ..types import BlobRef
@@ -60,7 +61,7 @@ class Checkpoint:
         self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}
-        self._info = checkpoint_info(row, entries)
+        self._info = checkpoint_info(row, entries, metadata_of(handle, row))
 
     # -- manifest ------------------------------------------------------------------------
 
@@ -91,8 +92,9 @@ class Checkpoint:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """A copy of the metadata given at commit."""
-        return json.loads(self._row.metadata_json)  # type: ignore[no-any-return]
+        """A copy of the metadata given at commit (still sealed, ``{"ckptdb:sealed": ...}``,
+        in a scope that seals metadata when this handle lacks its key)."""
+        return json.loads(json.dumps(self._info.metadata))  # type: ignore[no-any-return]
 
     @property
     def entries(self) -> Mapping[str, models.EntryInfo]:
@@ -162,15 +164,30 @@ class Checkpoint:
                 pass  # reading verifies; the bytes themselves are not needed
 
 
-def checkpoint_info(row: CheckpointRow, entries: list[EntryRow]) -> models.CheckpointInfo:
-    """The manifest model of a stored checkpoint."""
+def metadata_of(handle: Handle, row: CheckpointRow) -> dict[str, Any]:
+    """A checkpoint's metadata, opened when it is sealed and the handle has the key."""
+    value: dict[str, Any] = json.loads(row.metadata_json)
+    if not crypto.is_sealed_metadata(value):
+        return value
+    try:
+        scope = handle.keyring.scope_for_namespace(handle.store.conn, row.namespace)
+    except (errors.KeyUnavailableError, errors.KeyShreddedError, errors.KeyMismatchError):
+        return value  # shown sealed: reading its entries will say what is missing
+    return scope.open_metadata(value)
+
+
+def checkpoint_info(
+    row: CheckpointRow, entries: list[EntryRow], metadata: dict[str, Any] | None = None
+) -> models.CheckpointInfo:
+    """The manifest model of a stored checkpoint (``metadata``: as opened, when it was
+    sealed)."""
     return models.CheckpointInfo(
         id=row.id,
         namespace=row.namespace,
         parent_id=row.parent_id,
         generation=row.generation,
         created_at=models.from_ms(row.created_at_ms),
-        metadata=json.loads(row.metadata_json),
+        metadata=json.loads(row.metadata_json) if metadata is None else metadata,
         entries=[
             models.EntryInfo(
                 name=e.name,

@@ -97,6 +97,7 @@ def prepare_plan(
     # Resolved before any byte is hashed: a namespace in a key scope is addressed with the
     # scope's keyed hash and sealed, so its plaintext never reaches the file.
     scope = store.keyring.scope_for_namespace(store.conn, namespace)
+    metadata_json = scope.seal_metadata(metadata_json)
     prepared: list[PreparedEntry] = []
     counter = None if progress is None else CommitBytes(progress, entries)  # bytes
     for name in names:

@@ -18,7 +18,7 @@ from typing import Any
 from .. import models
 from ..store import Store, checkpoints
 from ..store.rows import EntryRow
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, metadata_of
 from .handle import Handle
 
 
@@ -139,5 +139,5 @@ def diff(handle: Handle, store: Store, a: str, b: str) -> models.CheckpointDiff:
         unchanged=unchanged,
         size_a=row_a.total_size,
         size_b=row_b.total_size,
-        metadata=_metadata(json.loads(row_a.metadata_json), json.loads(row_b.metadata_json)),
+        metadata=_metadata(metadata_of(handle, row_a), metadata_of(handle, row_b)),
     )

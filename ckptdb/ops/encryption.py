@@ -56,6 +56,7 @@ def _info(row: ScopeRow, namespaces: int) -> models.KeyScope:
         prefix=row.prefix,
         algorithm=row.algorithm,
         key_generation=row.key_generation,
+        seal_metadata=bool(row.seal_metadata),
         shredded=row.shredded,
         namespaces=namespaces,
         created_at=models.from_ms(row.created_at_ms),
@@ -83,10 +84,14 @@ def list_scopes(store: Store) -> list[models.KeyScope]:
         ]
 
 
-def set_encryption(handle: Handle, prefix: object, key_id_value: object) -> models.KeyScope:
+def set_encryption(
+    handle: Handle, prefix: object, key_id_value: object, metadata: object = False
+) -> models.KeyScope:
     """See :meth:`ckptdb.Database.set_encryption`."""
     text = _prefix(prefix)
     kid = key_id(key_id_value)
+    if type(metadata) is not bool:
+        raise errors.InvalidInputError(f"metadata must be True or False, got {metadata!r}")
     kek = handle.keyring.host_key(kid)
     if kek is None:
         raise errors.KeyUnavailableError(
@@ -99,7 +104,7 @@ def set_encryption(handle: Handle, prefix: object, key_id_value: object) -> mode
         conn = store.conn
         for row in scopes.all_rows(conn):
             if row.key_id == kid:
-                if row.prefix == text and not row.shredded:
+                if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
                     return _info(row, len(checkpoints.namespaces_of_scope(conn, row.scope_id)))
                 raise errors.ScopeConflictError(
                     f"key id {kid!r} already encrypts {row.prefix!r}"
@@ -128,11 +133,12 @@ def set_encryption(handle: Handle, prefix: object, key_id_value: object) -> mode
                 kek, data_key, key_id=kid, prefix=text, generation=1, scope_id=sid
             ),
             now_ms=now,
+            seal_metadata=metadata,
         )
         receipts.store_receipt(
             conn,
             "set_encryption",
-            {"key_id": kid, "prefix": text, "algorithm": crypto.ALGORITHM},
+            {"key_id": kid, "prefix": text, "algorithm": crypto.ALGORITHM, "metadata": metadata},
             namespace=None,
             checkpoint_id=None,
             at_ms=now,

@@ -40,7 +40,14 @@ def checkpoint_by_id(
         f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
         (checkpoint_id,),
     )
-    return None if row is None else _checkpoint(row)
+    if row is None:
+        return None
+    found = _checkpoint(row)
+    if found.id != checkpoint_id and not scan:
+        # SQLite trusts an index: a damaged entry of the id index leads to another row.
+        # The row itself says which checkpoint it is; look for the asked one in the table.
+        return checkpoint_by_id(conn, checkpoint_id, scan=True)
+    return found
 
 
 def existing_ids(conn: Connection, checkpoint_ids: list[str]) -> set[str]:
@@ -191,7 +198,11 @@ def depths_from_current(
 def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
     """The checkpoint with this full id, or CheckpointNotFoundError."""
     validation.checkpoint_id(checkpoint_id)
-    row = checkpoint_by_id(conn, checkpoint_id)
+    # A miss is confirmed by a scan of the table: an entry missing from a damaged id index
+    # must not turn a stored, intact checkpoint into "not found" (a miss is the rare path).
+    row = checkpoint_by_id(conn, checkpoint_id) or checkpoint_by_id(
+        conn, checkpoint_id, scan=True
+    )
     if row is None:
         raise errors.CheckpointNotFoundError(
             f"no checkpoint {checkpoint_id[:12]}... in this database (never committed here, or "

@@ -23,19 +23,22 @@ rewritten) -- see docs/security.md for what that does and does not protect again
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
+import json
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .. import errors
+from .. import canonical, errors
 from . import codec
 
 #: The algorithm recorded in ``key_scope.algorithm``: the wrap, the derivation and the seal.
@@ -49,6 +52,9 @@ _FORMAT = 1
 _WRAP_DOMAIN = b"ckptdb/wrap/v1\0"
 _CHUNK_DOMAIN = b"ckptdb/chunk/v1\0"
 _BLOB_DOMAIN = b"ckptdb/blob/v1\0"
+_METADATA_DOMAIN = b"ckptdb/metadata/v1\0"
+#: The one key of a sealed metadata object (a reserved metadata key).
+SEALED_METADATA = "ckptdb:sealed"
 
 
 class _Hash(Protocol):
@@ -153,16 +159,66 @@ class Scope:
     key_id: str | None = None
     _address_key: bytes | None = field(default=None, repr=False)
     _sealer: _AesGcmSealer | None = field(default=None, repr=False)
+    #: set when the scope seals checkpoint metadata too
+    _metadata_key: bytes | None = field(default=None, repr=False)
 
     @classmethod
-    def unlocked(cls, scope_id: int, key_id: str, data_key: bytes) -> Scope:
+    def unlocked(
+        cls, scope_id: int, key_id: str, data_key: bytes, *, seal_metadata: bool = False
+    ) -> Scope:
         """The scope whose data key is ``data_key``."""
         return cls(
             scope_id,
             key_id,
             _derive(data_key, b"ckptdb address key v1"),
             _AesGcmSealer(AESGCM(_derive(data_key, b"ckptdb sealing key v1"))),
+            _derive(data_key, b"ckptdb metadata key v1") if seal_metadata else None,
         )
+
+    def seal_metadata(self, metadata_json: str) -> str:
+        """The metadata as stored: unchanged, or -- in a scope that seals metadata --
+        ``{"ckptdb:sealed": ...}`` holding it sealed with AES-256-GCM-SIV under a nonce
+        derived from the plaintext. Deterministic on purpose: the same metadata seals to the
+        same text, so a checkpoint's id (computed over what is stored, and verifiable
+        without the key) stays a function of its content and idempotent commits still
+        converge. It shows only which checkpoints of the scope have equal metadata."""
+        if self._metadata_key is None:
+            return metadata_json
+        plain = metadata_json.encode("utf-8")
+        nonce = hmac.digest(self._metadata_key, plain, "sha256")[:NONCE_BYTES]
+        sealed = AESGCMSIV(self._metadata_key).encrypt(nonce, plain, self._metadata_aad())
+        return canonical.dumps(
+            {SEALED_METADATA: {"v": 1, "data": base64.b64encode(nonce + sealed).decode()}}
+        )
+
+    def open_metadata(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """The metadata of a sealed metadata object, or CorruptionError."""
+        if self._metadata_key is None:
+            raise errors.CorruptionError(
+                "checkpoint metadata is sealed but its scope does not seal metadata; the "
+                "record was altered",
+                reason="metadata_sealed",
+            )
+        try:
+            blob = base64.b64decode(stored[SEALED_METADATA]["data"], validate=True)
+            plain = AESGCMSIV(self._metadata_key).decrypt(
+                blob[:NONCE_BYTES], blob[NONCE_BYTES:], self._metadata_aad()
+            )
+            value = json.loads(plain.decode("utf-8"))
+        except (InvalidTag, KeyError, TypeError, ValueError, binascii.Error):
+            raise errors.CorruptionError(
+                "sealed checkpoint metadata does not open (damaged, or moved from another scope)",
+                reason="metadata_sealed",
+            ) from None
+        if not isinstance(value, dict):
+            raise errors.CorruptionError(
+                "sealed metadata is not an object", reason="metadata_sealed"
+            )
+        return value
+
+    def _metadata_aad(self) -> bytes:
+        assert self.scope_id is not None
+        return _METADATA_DOMAIN + struct.pack(">QQ", _FORMAT, self.scope_id)
 
     @property
     def sealed(self) -> bool:
@@ -211,3 +267,8 @@ class Scope:
 
 #: The namespaces outside every key scope.
 PLAINTEXT = Scope()
+
+
+def is_sealed_metadata(value: object) -> bool:
+    """True for metadata stored sealed (``{"ckptdb:sealed": {...}}``)."""
+    return isinstance(value, dict) and len(value) == 1 and SEALED_METADATA in value

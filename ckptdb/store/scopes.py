@@ -104,14 +104,15 @@ def insert(
     prefix: str,
     wrap: Callable[[int], bytes],
     now_ms: int,
+    seal_metadata: bool = False,
 ) -> int:
     """Create a scope (inside a write transaction); ``wrap(scope_id)`` seals its new data
     key for that id. Returns the id."""
     scope_id = int(conn.scalar("SELECT coalesce(max(scope_id), 0) + 1 FROM key_scope"))
     conn.execute(
         "INSERT INTO key_scope (scope_id, key_id, prefix, algorithm, wrapped_key,"
-        " key_generation, created_at_ms) VALUES (?, ?, ?, ?, ?, 1, ?)",
-        (scope_id, key_id, prefix, crypto.ALGORITHM, wrap(scope_id), now_ms),
+        " key_generation, seal_metadata, created_at_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+        (scope_id, key_id, prefix, crypto.ALGORITHM, wrap(scope_id), int(seal_metadata), now_ms),
     )
     return scope_id
 
@@ -270,7 +271,9 @@ class Keyring:
             generation=row.key_generation,
             scope_id=row.scope_id,
         )
-        scope = Scope.unlocked(row.scope_id, row.key_id, data_key)
+        scope = Scope.unlocked(
+            row.scope_id, row.key_id, data_key, seal_metadata=bool(row.seal_metadata)
+        )
         with self._lock:
             self._unlocked[row.scope_id] = scope
         return scope
