@@ -59,6 +59,7 @@ def open(
     vfs: str | None = None,
     virtual: bool = False,
     group_commit: bool = True,
+    code_revision: str | None = None,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -82,7 +83,12 @@ def open(
     ``group_commit``: concurrent ``commit()`` calls on this handle (threads) share one
     write transaction and one fsync (see :meth:`Database.commit`); False gives every commit
     its own transaction, as before group commit existed (for comparison and measurement).
+    ``code_revision``: the revision of the program (e.g. its git commit id; 1-200 printable
+    characters) recorded with every checkpoint this handle writes, beside the manifest and
+    not in the id; loading a checkpoint written at another revision then says so (a
+    ``revision_mismatch`` note and a RuntimeWarning, never a refusal).
     """
+    revision = validation.code_revision(code_revision)
     text = validation.open_arguments(
         path,
         migrate,
@@ -95,7 +101,9 @@ def open(
         if not (readonly and vfs):
             raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
         handle = open_op.open_virtual(text, vfs, busy_timeout)
-        return Database(handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs)
+        return Database(
+            handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, code_revision=revision
+        )
     handle = open_op.open_handle(
         os.path.abspath(text),
         readonly=readonly,
@@ -108,7 +116,11 @@ def open(
         vfs=vfs,
     )
     return Database(
-        handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, group_commit=bool(group_commit)
+        handle,
+        max_metadata_bytes=max_metadata_bytes,
+        vfs=vfs,
+        group_commit=bool(group_commit),
+        code_revision=revision,
     )
 
 
@@ -126,11 +138,13 @@ class Database:
         max_metadata_bytes: int,
         vfs: str | None,
         group_commit: bool = True,
+        code_revision: str | None = None,
     ) -> None:
         self._handle = handle
         self._max_metadata_bytes = max_metadata_bytes
         self._vfs = vfs
         self._group = group_op.GroupCommit(handle) if group_commit else None
+        self._code_revision = code_revision
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -181,6 +195,12 @@ class Database:
     def readonly(self) -> bool:
         """True when opened read-only."""
         return self._handle.store.readonly
+
+    @property
+    def code_revision(self) -> str | None:
+        """The code revision given to :func:`ckptdb.open` (recorded in what this handle
+        writes, compared with what it loads), or None."""
+        return self._code_revision
 
     # -- committing ------------------------------------------------------------------------
 
@@ -251,6 +271,7 @@ class Database:
                 base=base,
                 on_publish=on_publish,
                 progress=progress,
+                code_revision=self._code_revision,
             )
 
         return group_op.route(

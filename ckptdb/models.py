@@ -45,6 +45,11 @@ class CheckpointInfo(_Model):
     created_at: datetime
     metadata: dict[str, Any]
     entries: list[EntryInfo]
+    code_revision: str | None = Field(
+        default=None,
+        description="the code revision of the program that wrote it (open(code_revision=...));"
+        " recorded beside the manifest, not part of the id; None when not given",
+    )
 
     @property
     def total_size(self) -> int:

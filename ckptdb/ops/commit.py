@@ -41,6 +41,8 @@ class CommitPlan:
     base: str | None = None
     on_publish: Callable[[Connection, models.CommitAck], None] | None = None
     attempted_id: str | None = field(default=None)
+    #: recorded beside a new checkpoint (the writing handle's ``code_revision``)
+    code_revision: str | None = None
 
     def records(self) -> list[canonical.EntryRecord]:
         """Entry records in name order (the order the identity is computed in)."""
@@ -87,6 +89,7 @@ def prepare_plan(
     base: str | None,
     on_publish: Callable[[Connection, models.CommitAck], None] | None,
     progress: Callable[[int, int], None] | None,
+    code_revision: str | None = None,
 ) -> CommitPlan:
     """Hash every entry value and stage the large ones (outside the commit transaction)."""
     now = _now_ms()
@@ -103,7 +106,14 @@ def prepare_plan(
         if counter is not None:
             counter.entry_done(name, 0 if blob.reference else blob.size)
     return CommitPlan(
-        namespace, prepared, metadata_json, expect_current, reason, base=base, on_publish=on_publish
+        namespace,
+        prepared,
+        metadata_json,
+        expect_current,
+        reason,
+        base=base,
+        on_publish=on_publish,
+        code_revision=code_revision,
     )
 
 
@@ -252,6 +262,7 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
             (e.name, blob_id, e.media_type, e.schema)
             for e, blob_id in zip(plan.entries, blob_ids, strict=True)
         ],
+        code_revision=plan.code_revision,
     )
     _record_repairs(conn, repaired, ns, checkpoint_id, now_ms)
     revision = pointers.move(
