@@ -22,10 +22,14 @@ from .errors import (
     DatabaseFileError,
     EntryNotFoundError,
     InvalidInputError,
+    LineageMismatchError,
+    LoadRefusedError,
+    LoadTooLargeError,
     NamespaceNotFoundError,
     NotFoundError,
     NoUsableCheckpointError,
     SchemaError,
+    SchemaPinTooNewError,
 )
 from .extension import Session
 from .models import (
@@ -41,6 +45,7 @@ from .models import (
     Problem,
     PruneReport,
     Receipt,
+    RevisionMismatch,
     VerifyReport,
 )
 from .ops.checkpoint import Checkpoint
@@ -70,7 +75,10 @@ __all__ = [
     "GcReport",
     "InvalidInputError",
     "KeepBest",
+    "LineageMismatchError",
+    "LoadRefusedError",
     "LoadResult",
+    "LoadTooLargeError",
     "NamespaceInfo",
     "NamespaceNotFoundError",
     "NoUsableCheckpointError",
@@ -82,7 +90,9 @@ __all__ = [
     "PruneReport",
     "Receipt",
     "RetentionPolicy",
+    "RevisionMismatch",
     "SchemaError",
+    "SchemaPinTooNewError",
     "Session",
     "VerifyReport",
     "__version__",

@@ -61,6 +61,7 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.QueryTimeoutError, 12),
     (errors.QueryInterruptedError, 130),
     (errors.ReplicationError, 10),
+    (errors.LoadRefusedError, 15),
 ]
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
@@ -87,6 +88,8 @@ Exit status:
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
   13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint
   14 key (a key scope's key not given, wrong, shredded, or a malformed key file)
+  15 refused by your checks: the checkpoint is intact but not of the --expect'ed
+     lineage, pinned to a schema newer than --accept-schema, or larger than --max-bytes
   130 interrupted by Ctrl-C (`ckptdb sql`)
 """
 
@@ -284,6 +287,37 @@ def init(db: str, as_json: bool) -> None:
         _print_json(stats)
     else:
         click.echo(f"initialized {stats.path} (schema version {stats.schema_version})")
+
+
+def _parse_expect(pairs: Sequence[str]) -> dict[str, Any] | None:
+    """``--expect KEY=VALUE`` pairs: VALUE parsed as JSON when it is JSON, else a string."""
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise errors.InvalidLoadCheckError(f"--expect takes KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def _parse_accept(pairs: Sequence[str]) -> dict[str, int] | None:
+    """``--accept-schema NAME=N`` pairs (N: the newest version of NAME you read)."""
+    if not pairs:
+        return None
+    out: dict[str, int] = {}
+    for pair in pairs:
+        name, sep, raw = pair.rpartition("=")
+        if not sep or not name or not (raw.isascii() and raw.isdigit()):
+            raise errors.InvalidLoadCheckError(
+                f"--accept-schema takes NAME=N (e.g. state=3), got {pair!r}"
+            )
+        out[name] = int(raw)
+    return out
 
 
 def _parse_meta(pairs: Sequence[str], meta_json: str | None) -> dict[str, Any]:
@@ -607,6 +641,7 @@ def show(db: str, checkpoint: str, as_json: bool) -> None:
     click.echo(f"parent      {info.parent_id or '-'}")
     click.echo(f"generation  {info.generation}")
     click.echo(f"created     {_when(info.created_at)}")
+    click.echo(f"revision    {info.code_revision or '-'}")
     click.echo(f"metadata    {json.dumps(info.metadata, ensure_ascii=False, sort_keys=True)}")
     click.echo("")
     _table(
@@ -640,6 +675,26 @@ def cat(db: str, checkpoint: str, entry: str) -> None:
     help="If CHECKPOINT does not verify, use its newest verified ancestor.",
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty DIRECTORY atomically.")
+@click.option(
+    "--expect",
+    "expect_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="The checkpoint's metadata must hold KEY=VALUE (VALUE parsed as JSON, else a "
+    "string; repeatable).",
+)
+@click.option(
+    "--accept-schema",
+    "accept_pairs",
+    multiple=True,
+    metavar="NAME=N",
+    help="Refuse an entry pinned to NAME/vM with M > N (repeatable).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=0),
+    help="Refuse a checkpoint holding more bytes (checked before any is read).",
+)
 @quiet_option
 @json_option
 @command
@@ -649,6 +704,9 @@ def checkout(
     directory: str,
     fallback: bool,
     force: bool,
+    expect_pairs: tuple[str, ...],
+    accept_pairs: tuple[str, ...],
+    max_bytes: int | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -657,10 +715,23 @@ def checkout(
     With --fallback, a CHECKPOINT that does not verify is replaced by its newest verified
     ancestor: that is said on stderr, --json has "disposition": "degraded_fallback" and the
     receipt id, and the exit status is 13 (succeeded degraded).
+
+    --expect and --accept-schema refuse an intact checkpoint of another lineage or written
+    with a newer schema (exit 14); with --fallback such checkpoints are skipped like damaged
+    ones. --max-bytes refuses one that is too large (exit 14), with or without --fallback.
     """
+    expect = _parse_expect(expect_pairs)
+    accept = _parse_accept(accept_pairs)
     with _open(db) as handle, _progress("checking out", as_json or quiet) as progress:
         result = handle.checkout(
-            checkpoint, directory, force=force, fallback=fallback, progress=progress
+            checkpoint,
+            directory,
+            force=force,
+            fallback=fallback,
+            progress=progress,
+            expect=expect,
+            accept_schemas=accept,
+            max_bytes=max_bytes,
         )
     degraded = result.disposition == "degraded_fallback"
     if as_json:
@@ -672,8 +743,9 @@ def checkout(
         )
     if degraded:
         click.echo(
-            f"warning: fell back: {str(result.requested_id)[:12]} does not verify, so its "
-            f"newest verified ancestor {result.checkpoint_id[:12]} was checked out instead "
+            f"warning: fell back: {str(result.requested_id)[:12]} does not verify (or fails "
+            f"your checks), so its newest usable ancestor {result.checkpoint_id[:12]} was "
+            "checked out instead "
             f"(fallback receipt #{result.receipt_id}; `ckptdb receipts DB --kind fallback`)",
             err=True,
         )

@@ -62,6 +62,7 @@ def open(
     virtual: bool = False,
     group_commit: bool = True,
     keys: KeyProvider | None = None,
+    code_revision: str | None = None,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -89,11 +90,16 @@ def open(
     a mapping ``key_id -> 32-byte key`` or a callable ``key_id -> bytes | None`` (e.g. a KMS
     lookup, called once per scope and handle). Never stored; a scope whose key is missing
     raises ``KeyUnavailableError`` on use while every other namespace works.
+    ``code_revision``: the revision of the program (e.g. its git commit id; 1-200 printable
+    characters) recorded with every checkpoint this handle writes, beside the manifest and
+    not in the id; loading a checkpoint written at another revision then says so (a
+    ``revision_mismatch`` note and a RuntimeWarning, never a refusal).
     """
     if keys is not None and not (isinstance(keys, Mapping) or callable(keys)):
         raise errors.InvalidKeyError(
             "keys must be a mapping of key id -> 32-byte key, or a callable key_id -> bytes"
         )
+    revision = validation.code_revision(code_revision)
     text = validation.open_arguments(
         path,
         migrate,
@@ -106,7 +112,9 @@ def open(
         if not (readonly and vfs):
             raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
         handle = open_op.open_virtual(text, vfs, busy_timeout, keys)
-        return Database(handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs)
+        return Database(
+            handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, code_revision=revision
+        )
     handle = open_op.open_handle(
         os.path.abspath(text),
         readonly=readonly,
@@ -120,7 +128,11 @@ def open(
         keys=keys,
     )
     return Database(
-        handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, group_commit=bool(group_commit)
+        handle,
+        max_metadata_bytes=max_metadata_bytes,
+        vfs=vfs,
+        group_commit=bool(group_commit),
+        code_revision=revision,
     )
 
 
@@ -138,11 +150,13 @@ class Database:
         max_metadata_bytes: int,
         vfs: str | None,
         group_commit: bool = True,
+        code_revision: str | None = None,
     ) -> None:
         self._handle = handle
         self._max_metadata_bytes = max_metadata_bytes
         self._vfs = vfs
         self._group = group_op.GroupCommit(handle) if group_commit else None
+        self._code_revision = code_revision
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -193,6 +207,12 @@ class Database:
     def readonly(self) -> bool:
         """True when opened read-only."""
         return self._handle.store.readonly
+
+    @property
+    def code_revision(self) -> str | None:
+        """The code revision given to :func:`ckptdb.open` (recorded in what this handle
+        writes, compared with what it loads), or None."""
+        return self._code_revision
 
     # -- committing ------------------------------------------------------------------------
 
@@ -263,6 +283,7 @@ class Database:
                 base=base,
                 on_publish=on_publish,
                 progress=progress,
+                code_revision=self._code_revision,
             )
 
         return group_op.route(
@@ -398,6 +419,9 @@ class Database:
         *,
         fallback: bool = False,
         validator: Validator | None = None,
+        expect: Mapping[str, Any] | None = None,
+        accept_schemas: Mapping[str, int] | None = None,
+        max_bytes: int | None = None,
     ) -> LoadResult:
         """Load CURRENT after verifying its manifest and every byte of every entry.
 
@@ -410,11 +434,26 @@ class Database:
 
         ``validator(checkpoint)`` accepts by returning (anything but False); it rejects by
         returning False or raising an exception, whose message goes into the receipt.
+
+        The reader's checks, all decided from the manifest before any blob byte is read:
+
+        - ``expect={"run_id": r, ...}``: the checkpoint's metadata must hold each field with
+          that value (compared as canonical JSON); otherwise LineageMismatchError names
+          every differing field, expected and found. With ``fallback`` such a checkpoint
+          is skipped, like a damaged one, and the receipt says why.
+        - ``accept_schemas={"state": 3}``: an entry pinned to ``state/vN`` with N > 3 is
+          refused with SchemaPinTooNewError (skipped with ``fallback``); other pins pass.
+        - ``max_bytes``: a checkpoint holding more bytes is refused with
+          LoadTooLargeError -- even with ``fallback``, which never skips for size.
+
+        A checkpoint written at another ``code_revision`` than this handle's loads normally;
+        ``LoadResult.revision_mismatch`` and a RuntimeWarning say so.
         """
         ns = validation.namespace(namespace)
+        checks = self._load_checks(expect, accept_schemas, max_bytes)
         with self._handle.use() as store:
             return load_op.load_with_fallback(
-                self._handle, store, ns, fallback=fallback, validator=validator
+                self._handle, store, ns, fallback=fallback, validator=validator, checks=checks
             )
 
     def load_checkpoint(
@@ -423,10 +462,15 @@ class Database:
         *,
         fallback: bool = False,
         validator: Validator | None = None,
+        expect: Mapping[str, Any] | None = None,
+        accept_schemas: Mapping[str, int] | None = None,
+        max_bytes: int | None = None,
     ) -> LoadResult:
         """Like :meth:`load`, starting from a given checkpoint instead of CURRENT: with
-        ``fallback`` the newest verified ancestor along its lineage is returned."""
+        ``fallback`` the newest verified ancestor along its lineage (that passes the same
+        checks) is returned."""
         validation.checkpoint_id(checkpoint_id)
+        checks = self._load_checks(expect, accept_schemas, max_bytes)
         with self._handle.use() as store:
             row = refs.require_row(store, checkpoint_id)
             return load_op.load_with_fallback(
@@ -436,7 +480,19 @@ class Database:
                 fallback=fallback,
                 validator=validator,
                 start_id=row.id,
+                checks=checks,
             )
+
+    def _load_checks(
+        self, expect: object, accept_schemas: object, max_bytes: object
+    ) -> load_op.LoadChecks:
+        """The reader's checks of a load, validated (InvalidLoadCheckError; nothing read)."""
+        return load_op.LoadChecks(
+            expect=validation.expect(expect),
+            accept_schemas=validation.accept_schemas(accept_schemas),
+            max_bytes=validation.max_bytes(max_bytes),
+            code_revision=self._code_revision,
+        )
 
     # -- verification --------------------------------------------------------------------
 
@@ -743,21 +799,37 @@ class Database:
         force: bool = False,
         fallback: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        expect: Mapping[str, Any] | None = None,
+        accept_schemas: Mapping[str, int] | None = None,
+        max_bytes: int | None = None,
     ) -> models.CheckoutResult:
         """Materialize a checkpoint (any reference :meth:`resolve` accepts) into a
         directory: written to a temporary sibling, fsynced, then renamed into place. Files
         are 0600, directories 0700; symlinks are never followed. With ``fallback``, the
         newest verified ancestor is used when the checkpoint itself does not verify: the
         result then has ``disposition="degraded_fallback"``, the ``requested_id`` and the
-        ``receipt_id`` of the fallback receipt. ``progress(done, total)`` counts bytes."""
+        ``receipt_id`` of the fallback receipt. ``progress(done, total)`` counts bytes.
+        ``expect``, ``accept_schemas`` and ``max_bytes`` are checked as by :meth:`load`
+        before anything is written (with ``fallback``, skipping as it does); a revision
+        mismatch is noted in ``revision_mismatch``."""
+        checks = self._load_checks(expect, accept_schemas, max_bytes)
         checkpoint_id = self.resolve(ref)
         loaded = None
         if fallback:
-            loaded = self.load_checkpoint(checkpoint_id, fallback=True)
+            loaded = self.load_checkpoint(
+                checkpoint_id,
+                fallback=True,
+                expect=expect,
+                accept_schemas=accept_schemas,
+                max_bytes=max_bytes,
+            )
             cp = loaded.checkpoint
+            note = loaded.revision_mismatch
         else:
             cp = self.get(checkpoint_id)
+            note = load_op.check_and_note(cp, checks)
         result = checkout_op.checkout(cp, target, force=force, progress=progress)
+        result = result.model_copy(update={"revision_mismatch": note})
         if loaded is None or loaded.receipt is None:
             return result.model_copy(update={"requested_id": checkpoint_id})
         return result.model_copy(

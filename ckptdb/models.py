@@ -45,6 +45,11 @@ class CheckpointInfo(_Model):
     created_at: datetime
     metadata: dict[str, Any]
     entries: list[EntryInfo]
+    code_revision: str | None = Field(
+        default=None,
+        description="the code revision of the program that wrote it (open(code_revision=...));"
+        " recorded beside the manifest, not part of the id; None when not given",
+    )
 
     @property
     def total_size(self) -> int:
@@ -125,12 +130,26 @@ class NamespaceInfo(_Model):
 
 
 class Rejection(_Model):
-    """Why one checkpoint was not usable during a fallback walk."""
+    """Why one checkpoint was not usable during a fallback walk: damage (``corrupt...``),
+    the validator, or a check the reader gave (``lineage_mismatch``,
+    ``schema_pin_too_new``)."""
 
     checkpoint_id: str
     code: str
     detail: str
     entry: str | None = None
+    fields: list[str] | None = Field(
+        default=None, description="lineage_mismatch: the metadata fields that did not match"
+    )
+
+
+class RevisionMismatch(_Model):
+    """A loaded checkpoint was written by another code revision than the reader's (both
+    known). A note, never a refusal: the state may need the reader's attention."""
+
+    checkpoint_id: str
+    written_by: str = Field(description="the code_revision recorded with the checkpoint")
+    reading: str = Field(description="the code_revision of the handle that loaded it")
 
 
 class FallbackReceipt(_Model):
@@ -240,6 +259,9 @@ class CheckoutResult(_Model):
     )
     rejected: list[Rejection] = Field(
         default_factory=list, description="checkpoints that did not verify, and why"
+    )
+    revision_mismatch: RevisionMismatch | None = Field(
+        default=None, description="set when the checkpoint was written by another code revision"
     )
 
 

@@ -101,7 +101,8 @@ INVARIANTS: dict[str, list[str]] = {
     "chunk": [
         "digest = sha256 of the chunk's bytes (in a key scope: HMAC-SHA256 under the"
         " scope's address key, sealed_digest = sha256 of the stored bytes); last_touched_ms"
-        " restarts GC's grace period on a dedup hit (this small row is touched, never the bytes)",
+        " restarts GC's grace period on a dedup hit (this small row is touched, never the"
+        " bytes)",
         "owner: ckptdb/store/blobs.py",
     ],
     "chunk_data": [

@@ -97,6 +97,12 @@ class Checkpoint:
         return json.loads(json.dumps(self._info.metadata))  # type: ignore[no-any-return]
 
     @property
+    def code_revision(self) -> str | None:
+        """The code revision of the program that wrote it (``open(code_revision=...)``),
+        or None. Recorded beside the manifest, not part of the id."""
+        return self._row.code_revision
+
+    @property
     def entries(self) -> Mapping[str, models.EntryInfo]:
         """Entries by name, in name order."""
         return MappingProxyType({e.name: e for e in self._info.entries})
@@ -198,4 +204,5 @@ def checkpoint_info(
             )
             for e in entries
         ],
+        code_revision=row.code_revision,
     )

@@ -44,6 +44,8 @@ class CommitPlan:
     attempted_id: str | None = field(default=None)
     #: the key scope the entries were addressed and sealed for
     scope: Scope = PLAINTEXT
+    #: recorded beside a new checkpoint (the writing handle's ``code_revision``)
+    code_revision: str | None = None
 
     def records(self) -> list[canonical.EntryRecord]:
         """Entry records in name order (the order the identity is computed in)."""
@@ -90,6 +92,7 @@ def prepare_plan(
     base: str | None,
     on_publish: Callable[[Connection, models.CommitAck], None] | None,
     progress: Callable[[int, int], None] | None,
+    code_revision: str | None = None,
 ) -> CommitPlan:
     """Hash every entry value and stage the large ones (outside the commit transaction)."""
     now = _now_ms()
@@ -120,6 +123,7 @@ def prepare_plan(
         base=base,
         on_publish=on_publish,
         scope=scope,
+        code_revision=code_revision,
     )
 
 
@@ -273,6 +277,7 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
             (e.name, blob_id, e.media_type, e.schema)
             for e, blob_id in zip(plan.entries, blob_ids, strict=True)
         ],
+        code_revision=plan.code_revision,
     )
     _record_repairs(conn, repaired, ns, checkpoint_id, now_ms)
     revision = pointers.move(

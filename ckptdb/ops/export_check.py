@@ -16,7 +16,8 @@ column the id does not cover. Before a single row or chunk reaches the destinati
   the parent's (same namespace) when the parent is in the file, ``created_at_ms`` a time
   that can be represented, ``metadata`` canonical JSON of a bounded size and depth,
   ``entry_count`` equal to the entries and ``total_size`` equal to the sum of their sizes
-  (the columns a reader trusts without re-hashing);
+  (the columns a reader trusts without re-hashing), and a ``code_revision`` (not hashed)
+  that ``open(code_revision=...)`` would accept, or none;
 * **entries** -- valid names (the same rule as ``commit``), sizes in range, media types and
   schema pins of the allowed shape.
 
@@ -202,6 +203,10 @@ def validate(
             continue
         try:
             validation.namespace(row.namespace)
+        except errors.InvalidInputError as exc:
+            found.add(f"checkpoint {_short(row.id)}: {exc.message}")
+        try:
+            validation.code_revision(row.code_revision)
         except errors.InvalidInputError as exc:
             found.add(f"checkpoint {_short(row.id)}: {exc.message}")
         try:

@@ -1,13 +1,26 @@
-"""Loading a namespace with verification and explicit, receipted fallback."""
+"""Loading a namespace with verification and explicit, receipted fallback, and the checks
+a reader states about what it may be handed (:class:`LoadChecks`).
+
+Order of the checks on each candidate of the walk, cheapest and most decisive first: the
+manifest hashes to the id (so its metadata, sizes and pins can be trusted); ``expect`` and
+``accept_schemas`` (from the manifest alone: a checkpoint of another lineage, or pinned to a
+schema too new, is *skipped* with fallback, like a damaged one); ``max_bytes`` (from the
+manifest alone, before any blob byte is read: an oversized checkpoint is *refused*, even with
+fallback -- the bound guards the caller's memory, and an older state is not a smaller copy
+of the newest); then every byte is verified and the host validator runs.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import errors, models, validation
+from .. import canonical, errors, models, validation
 from ..connection import Connection
 from ..store import Store, checkpoints, pointers, receipts
 from ..store.rows import CheckpointRow, PointerRow
@@ -20,16 +33,182 @@ Disposition = Literal["exact", "degraded_fallback"]
 
 @dataclass(frozen=True)
 class LoadResult:
-    """What :meth:`Database.load` returns."""
+    """What :meth:`Database.load` returns.
+
+    ``revision_mismatch`` is set when the checkpoint returned was written by another code
+    revision than the loading handle's (both known, see ``ckptdb.open(code_revision=...)``);
+    the load succeeded all the same, and a RuntimeWarning said so.
+    """
 
     checkpoint: Checkpoint
     disposition: Disposition
     receipt: models.FallbackReceipt | None
+    revision_mismatch: models.RevisionMismatch | None = None
 
     @property
     def degraded(self) -> bool:
         """True when an older checkpoint than CURRENT was returned."""
         return self.disposition == "degraded_fallback"
+
+
+@dataclass(frozen=True)
+class LoadChecks:
+    """What a reader requires of the checkpoint it is handed, already validated by the
+    front object (:func:`ckptdb.validation.expect`, ``accept_schemas``, ``max_bytes``,
+    ``code_revision``)."""
+
+    #: metadata field -> canonical JSON text of the value it must have
+    expect: Mapping[str, str] = field(default_factory=dict)
+    #: schema name -> newest version the reader reads (pins ``NAME/vN``)
+    accept_schemas: Mapping[str, int] = field(default_factory=dict)
+    #: most bytes (sum of entry sizes) the load may return; None for no bound
+    max_bytes: int | None = None
+    #: the reading handle's code revision (None: unknown, nothing is compared)
+    code_revision: str | None = None
+
+
+NO_CHECKS = LoadChecks()
+
+
+def lineage_mismatches(cp: Checkpoint, expect: Mapping[str, str]) -> list[errors.FieldMismatch]:
+    """The fields of ``expect`` whose value in ``cp``'s metadata differs (compared as
+    canonical JSON text) or is missing, sorted by field."""
+    if not expect:
+        return []
+    metadata = cp.metadata
+    out: list[errors.FieldMismatch] = []
+    for name in sorted(expect):
+        wanted = expect[name]
+        if name not in metadata:
+            out.append(errors.FieldMismatch(name, wanted, None))
+            continue
+        found = canonical.dumps(metadata[name])
+        if found != wanted:
+            out.append(errors.FieldMismatch(name, wanted, found))
+    return out
+
+
+def check_lineage(cp: Checkpoint, expect: Mapping[str, str]) -> None:
+    """Raise LineageMismatchError unless ``cp``'s metadata holds every expected value."""
+    mismatches = lineage_mismatches(cp, expect)
+    if not mismatches:
+        return
+    listed = "; ".join(m.describe() for m in mismatches[:10])
+    more = f" (and {len(mismatches) - 10} more fields)" if len(mismatches) > 10 else ""
+    raise errors.LineageMismatchError(
+        f"checkpoint {cp.id[:12]} of namespace {cp.namespace!r} is not of the lineage you "
+        f"expect: {validation.safe_text(listed)}{more}. It was written for another run, plan "
+        "or state than yours: load the checkpoint of your own lineage, pass fallback=True "
+        "to take the newest ancestor that matches, or start a new lineage.",
+        checkpoint_id=cp.id,
+        mismatches=mismatches,
+    )
+
+
+def check_schemas(cp: Checkpoint, accept: Mapping[str, int]) -> None:
+    """Raise SchemaPinTooNewError for the first entry (by name) pinned to ``NAME/vN`` with
+    ``N`` above the version ``accept`` gives for ``NAME``. Other pins, and names ``accept``
+    does not mention, pass."""
+    if not accept:
+        return
+    for entry in cp.entries.values():
+        if entry.schema_pin is None:
+            continue
+        parsed = validation.parse_schema_pin(entry.schema_pin)
+        if parsed is None or parsed[0] not in accept:
+            continue
+        schema, version = parsed
+        accepted = accept[schema]
+        if version <= accepted:
+            continue
+        raise errors.SchemaPinTooNewError(
+            f"checkpoint {cp.id[:12]}: entry {entry.name!r} is pinned to "
+            f"{validation.safe_text(entry.schema_pin, 300)!r}, version {version} of schema "
+            f"{validation.safe_text(schema, 300)!r}, newer than version {accepted}, the newest "
+            "you accept: code that reads an older version must not guess at a newer one. Load "
+            "it with code that reads it (and a higher accept_schemas), or pass fallback=True "
+            "to take the newest ancestor written with a version you read.",
+            checkpoint_id=cp.id,
+            entry=entry.name,
+            pin=entry.schema_pin,
+            schema=schema,
+            version=version,
+            accepted=accepted,
+        )
+
+
+def check_size(
+    cp: Checkpoint, max_bytes: int | None, passed: list[models.Rejection] | None = None
+) -> None:
+    """Raise LoadTooLargeError when ``cp`` holds more than ``max_bytes`` (its total size,
+    checked against the id with the manifest: no blob byte is read). ``passed``: what a
+    fallback walk rejected before reaching it, named in the error."""
+    if max_bytes is None or cp.total_size <= max_bytes:
+        return
+    walked = ""
+    if passed:
+        walked = (
+            f" It was reached by falling back past {len(passed)} newer checkpoint(s) ("
+            + ", ".join(f"{r.checkpoint_id[:12]}: {r.code}" for r in passed[:10])
+            + "); fallback does not skip a checkpoint for its size."
+        )
+    raise errors.LoadTooLargeError(
+        f"checkpoint {cp.id[:12]} of namespace {cp.namespace!r} holds {cp.total_size} bytes, "
+        f"more than max_bytes={max_bytes}; none of its bytes was read.{walked} Raise "
+        "max_bytes, or read only the entries you need (db.get(id).open(name) streams one).",
+        checkpoint_id=cp.id,
+        size=cp.total_size,
+        max_bytes=max_bytes,
+        rejected=[r.checkpoint_id for r in passed or []],
+    )
+
+
+def check(cp: Checkpoint, checks: LoadChecks) -> None:
+    """Every check of ``checks`` on one checkpoint (lineage, schemas, size), from its
+    manifest only; raises the first that fails."""
+    check_lineage(cp, checks.expect)
+    check_schemas(cp, checks.accept_schemas)
+    check_size(cp, checks.max_bytes)
+
+
+def check_and_note(cp: Checkpoint, checks: LoadChecks) -> models.RevisionMismatch | None:
+    """For a path that hands out one checkpoint without a walk (checkout without
+    fallback): :func:`check`, then the revision note (warned) if any."""
+    check(cp, checks)
+    note = revision_note(cp, checks.code_revision)
+    if note is not None:
+        warn_revision(note)
+    return note
+
+
+def revision_note(cp: Checkpoint, reading: str | None) -> models.RevisionMismatch | None:
+    """The note for a checkpoint written at another code revision than ``reading``, when
+    both are known and differ; else None."""
+    written = cp.code_revision
+    if written is None or reading is None or written == reading:
+        return None
+    return models.RevisionMismatch(checkpoint_id=cp.id, written_by=written, reading=reading)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_revision(note: models.RevisionMismatch) -> None:
+    """Emit the RuntimeWarning of a revision mismatch, attributed to the first caller
+    outside ckptdb (whichever public method led here)."""
+    level = 1
+    frame = sys._getframe(0)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(
+        f"checkpoint {note.checkpoint_id[:12]} was written at code revision "
+        f"{note.written_by!r}, and this program runs {note.reading!r}: its state may be "
+        "stale after the code change. It was loaded all the same; check it, or commit a "
+        "fresh state.",
+        RuntimeWarning,
+        stacklevel=level,
+    )
 
 
 def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
@@ -114,11 +293,13 @@ def _rejection(checkpoint_id: str, exc: errors.CkptdbError) -> models.Rejection:
     reason = exc.details.get("reason")
     code = exc.code if reason is None else f"{exc.code}:{reason}"
     entry = exc.details.get("entry")
+    fields = exc.fields if isinstance(exc, errors.LineageMismatchError) else None
     return models.Rejection(
         checkpoint_id=checkpoint_id,
         code=code,
         detail=validation.safe_text(exc.message),
         entry=entry if isinstance(entry, str) else None,
+        fields=fields,
     )
 
 
@@ -130,9 +311,11 @@ def load_with_fallback(
     fallback: bool,
     validator: Validator | None,
     start_id: str | None = None,
+    checks: LoadChecks = NO_CHECKS,
 ) -> LoadResult:
     """See :meth:`ckptdb.Database.load` (``start_id``: walk from that checkpoint of the
-    namespace instead of from CURRENT)."""
+    namespace instead of from CURRENT; ``checks``: what the reader requires, see the
+    module docstring for the order and what fallback skips)."""
     conn = store.conn
     ptr = pointers.pointer(conn, namespace)
     if ptr is None:
@@ -165,12 +348,17 @@ def load_with_fallback(
                     reason="current_missing",
                 )
             cp = _manifest(handle, conn, namespace, row)
+            check_lineage(cp, checks.expect)
+            check_schemas(cp, checks.accept_schemas)
+            check_size(cp, checks.max_bytes, rejected)  # refused, never skipped
             cp.verify()
             _validate(cp, validator)
         except (
             errors.CorruptionError,
             errors.ValidatorRejectedError,
             errors.CheckpointNotFoundError,
+            errors.LineageMismatchError,
+            errors.SchemaPinTooNewError,
         ) as exc:
             if not fallback:
                 raise
@@ -184,8 +372,9 @@ def load_with_fallback(
         selected = cp
         break
 
+    note = revision_note(selected, checks.code_revision) if selected is not None else None
     if selected is not None and not rejected:
-        return LoadResult(selected, "exact", None)
+        return _result(LoadResult(selected, "exact", None, note))
 
     now_ms = time.time_ns() // 1_000_000
     disposition = "degraded_fallback" if selected is not None else "none_usable"
@@ -216,12 +405,31 @@ def load_with_fallback(
     )
     if selected is None:
         summary = "; ".join(f"{r.checkpoint_id[:12]}: {r.code}" for r in rejected)
+        refused = any(r.code in _CHECK_CODES for r in rejected)
+        failed = "failed verification" + (" or the checks you gave" if refused else "")
+        advice = (
+            "Check what you pass as expect / accept_schemas, or restore from a backup or export."
+            if refused
+            else "Restore from a backup or export."
+        )
         raise errors.NoUsableCheckpointError(
             f"namespace {namespace!r}: no usable checkpoint — {requested[:12]} and every stored "
-            f"ancestor failed verification ({summary}). Nothing was returned; receipt "
-            f"{receipt_id} records the details. Restore from a backup or export.",
+            f"ancestor {failed} ({summary}). Nothing was returned; receipt "
+            f"{receipt_id} records the details. {advice}",
             namespace=namespace,
             receipt_id=receipt_id,
             rejected=[r.checkpoint_id for r in rejected],
         )
-    return LoadResult(selected, "degraded_fallback", receipt)
+    return _result(LoadResult(selected, "degraded_fallback", receipt, note))
+
+
+def _result(result: LoadResult) -> LoadResult:
+    """``result``, after the warning of its revision mismatch, if any (last, so a warning
+    filter that raises cannot leave a fallback unrecorded)."""
+    if result.revision_mismatch is not None:
+        warn_revision(result.revision_mismatch)
+    return result
+
+
+#: Rejection codes of the reader's checks (the checkpoint is intact, not what was asked).
+_CHECK_CODES = frozenset({errors.LineageMismatchError.code, errors.SchemaPinTooNewError.code})

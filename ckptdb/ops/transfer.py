@@ -209,6 +209,7 @@ class _Copier:
                 (e.name, b, e.media_type, e.schema_pin)
                 for e, b in zip(entries, blob_ids, strict=True)
             ],
+            code_revision=row.code_revision,  # who wrote it travels with it (not in the id)
         )
         self.counts.checkpoints_copied += 1
 

@@ -289,7 +289,7 @@ def _checkpoints(
             if progress is not None:
                 progress("checkpoints", checked, total)
             try:
-                row = typed(CheckpointRow, r[:10], CHECKPOINT_TYPES, "checkpoint row")
+                row = typed(CheckpointRow, (*r[:10], r[18]), CHECKPOINT_TYPES, "checkpoint row")
             except errors.CorruptionError as exc:
                 report.add(
                     "manifest_mismatch",

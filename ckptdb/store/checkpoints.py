@@ -22,7 +22,7 @@ _N = type(None)
 _CHECKPOINT_COLUMNS = (
     "c.seq, c.id, (SELECT name FROM namespace WHERE namespace_id = c.namespace_id),"
     " c.namespace_id, c.parent_id, c.generation, c.created_at_ms, c.metadata, c.entry_count,"
-    " c.total_size"
+    " c.total_size, c.code_revision"
 )
 
 
@@ -262,13 +262,17 @@ def insert(
     metadata_json: str,
     total_size: int,
     entries: list[tuple[str, int, str | None, str | None]],
+    code_revision: str | None,
 ) -> tuple[int, bool]:
     """Insert a manifest and its entries ((name, blob_id, media_type, schema_pin), in name
-    order) unless a checkpoint with this id exists. Returns (seq, inserted)."""
+    order) unless a checkpoint with this id exists. Returns (seq, inserted).
+
+    ``code_revision`` is recorded beside the manifest; when the checkpoint exists already
+    its stored revision (that of its first writer) is kept."""
     conn.execute(
         "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
-        " created_at_ms, metadata, entry_count, total_size, format)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at_ms, metadata, entry_count, total_size, format, code_revision)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             checkpoint_id,
             namespace_id,
@@ -279,6 +283,7 @@ def insert(
             len(entries),
             total_size,
             canonical.FORMAT_VERSION,  # the manifest encoding the id was computed with
+            code_revision,
         ),
     )
     if conn.changes() == 0:
@@ -447,12 +452,13 @@ def generations(conn: Connection) -> dict[Any, Any]:
 def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
     """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
     none once), ordered by checkpoint then entry name, values as stored (for verify):
-    the 10 checkpoint columns then the 8 entry columns."""
+    the 10 checkpoint columns, the 8 entry columns, then ``code_revision``."""
     return conn.iterate(
         "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
         " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
         " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
-        " b.scope_id FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+        " b.scope_id, c.code_revision"
+        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
         " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
         " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
     )

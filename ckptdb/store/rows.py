@@ -14,7 +14,11 @@ from .. import canonical, errors
 
 T = TypeVar("T")
 _N = type(None)
-CHECKPOINT_TYPES: tuple[Any, ...] = (int, str, str, int, (str, _N), int, int, str, int, int)
+#: the checkpoint columns as read (store/checkpoints._CHECKPOINT_COLUMNS), in order
+CHECKPOINT_TYPES: tuple[Any, ...] = (
+    *(int, str, str, int, (str, _N), int, int, str, int, int),
+    (str, _N),  # code_revision (schema v5)
+)
 ENTRY_TYPES: tuple[Any, ...] = (str, int, str, int, (str, _N), (str, _N), int, (int, _N))
 POINTER_TYPES: tuple[Any, ...] = (int, str, int, str, (str, _N), int, str, (str, _N), int)
 HISTORY_TYPES: tuple[Any, ...] = (str, int, str, (str, _N), (str, _N), str, str, int)
@@ -53,6 +57,9 @@ class CheckpointRow:
     metadata_json: str
     entry_count: int
     total_size: int
+    #: the code revision of the program that wrote it (``open(code_revision=...)``); not
+    #: part of the manifest or the id, so not covered by its digest
+    code_revision: str | None
 
 
 @dataclass(frozen=True)
