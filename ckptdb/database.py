@@ -16,7 +16,7 @@ from typing import Any
 
 from . import errors, models, references, validation
 from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
-from .extension import Session
+from .extension import RecordSealer, Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
 from .ops import diff as diff_op
@@ -702,6 +702,15 @@ class Database:
         namespace (KeyShreddedError). A receipt records it. Idempotent: a shred interrupted by
         a crash is finished by calling it again."""
         return encryption_op.shred_key(self._handle, key_id)
+
+    def record_sealer(self, namespace: str) -> RecordSealer | None:
+        """For integrations: a :class:`~ckptdb.extension.RecordSealer` for ``namespace``'s
+        key scope, or None when the namespace is not encrypted. KeyUnavailableError /
+        KeyMismatchError when its key is missing or wrong."""
+        ns = validation.namespace(namespace)
+        with self._handle.use() as store:
+            scope = store.keyring.scope_for_namespace(store.conn, ns)
+        return RecordSealer(scope) if scope.sealed else None
 
     def key_scopes(self) -> list[models.KeyScope]:
         """Every key scope of the file (shredded ones too); never any key material."""

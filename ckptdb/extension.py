@@ -8,9 +8,10 @@ from typing import Any, Protocol
 
 from . import models
 from .ops.verify import register_hook
+from .store.crypto import Scope
 from .store.rows import check_types
 
-__all__ = ["Params", "Row", "Session", "check_types", "register_verify_hook"]
+__all__ = ["Params", "RecordSealer", "Row", "Session", "check_types", "register_verify_hook"]
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any]
@@ -51,3 +52,32 @@ def register_verify_hook(
     returns join the report (and make it not ``ok``). Only SQL on the set's own tables
     belongs there. A later registration for the same set replaces the earlier one."""
     register_hook(migration_set, hook)
+
+
+class RecordSealer:
+    """Seals an integration's own rows for a namespace in an encrypted key scope (from
+    ``Database.record_sealer``): the LangGraph saver seals its pending writes with it, so no
+    plaintext of an encrypted thread lands in its tables either.
+
+    ``seal(data, context)`` returns AES-256-GCM ciphertext under a key of the scope (a fresh
+    nonce each time); ``context`` is whatever identifies the row (say, its key columns), and
+    ``open`` refuses, with CorruptionError, bytes sealed for another context or scope.
+    """
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    @property
+    def key_id(self) -> str:
+        """The key id of the scope."""
+        return str(self._scope.key_id)
+
+    def seal(self, data: bytes, context: bytes) -> bytes:
+        """``data`` sealed, bound to ``context``."""
+        return self._scope.seal_record(bytes(data), bytes(context))
+
+    def open(self, sealed: bytes, context: bytes) -> bytes:
+        """The data sealed for ``context``, or CorruptionError."""
+        return self._scope.open_record(bytes(sealed), bytes(context))

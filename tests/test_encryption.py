@@ -542,3 +542,23 @@ def test_sealed_metadata_opens_with_the_key_and_shows_sealed_without(db_path: Pa
     )
     with ckptdb.open(db_path, keys={"a": KEY_A}) as db, pytest.raises(errors.CorruptionError):
         db.load("t/x")
+
+
+def test_record_sealer_binds_row_context_and_scope(enc: ckptdb.Database) -> None:
+    assert enc.record_sealer("plain/x") is None
+    a = enc.record_sealer("tenant-a/x")
+    b = enc.record_sealer("tenant-b/x")
+    assert a is not None and b is not None and a.key_id == "a"
+    sealed = a.seal(b"pending write MARKER", b"thread|ckpt|task|0")
+    assert b"MARKER" not in sealed and sealed != a.seal(
+        b"pending write MARKER", b"thread|ckpt|task|0"
+    )
+    assert a.open(sealed, b"thread|ckpt|task|0") == b"pending write MARKER"
+    with pytest.raises(errors.CorruptionError):
+        a.open(sealed, b"thread|ckpt|task|1")  # another row
+    with pytest.raises(errors.CorruptionError):
+        b.open(sealed, b"thread|ckpt|task|0")  # another scope
+    flipped = bytearray(sealed)
+    flipped[-1] ^= 1
+    with pytest.raises(errors.CorruptionError):
+        a.open(bytes(flipped), b"thread|ckpt|task|0")

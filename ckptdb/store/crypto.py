@@ -53,6 +53,7 @@ _WRAP_DOMAIN = b"ckptdb/wrap/v1\0"
 _CHUNK_DOMAIN = b"ckptdb/chunk/v1\0"
 _BLOB_DOMAIN = b"ckptdb/blob/v1\0"
 _METADATA_DOMAIN = b"ckptdb/metadata/v1\0"
+_RECORD_DOMAIN = b"ckptdb/record/v1\0"
 #: The one key of a sealed metadata object (a reserved metadata key).
 SEALED_METADATA = "ckptdb:sealed"
 
@@ -161,6 +162,8 @@ class Scope:
     _sealer: _AesGcmSealer | None = field(default=None, repr=False)
     #: set when the scope seals checkpoint metadata too
     _metadata_key: bytes | None = field(default=None, repr=False)
+    #: seals an integration's own records (e.g. the LangGraph saver's pending writes)
+    _record_sealer: _AesGcmSealer | None = field(default=None, repr=False)
 
     @classmethod
     def unlocked(
@@ -173,7 +176,28 @@ class Scope:
             _derive(data_key, b"ckptdb address key v1"),
             _AesGcmSealer(AESGCM(_derive(data_key, b"ckptdb sealing key v1"))),
             _derive(data_key, b"ckptdb metadata key v1") if seal_metadata else None,
+            _AesGcmSealer(AESGCM(_derive(data_key, b"ckptdb record key v1"))),
         )
+
+    def seal_record(self, data: bytes, context: bytes) -> bytes:
+        """``data`` sealed for an integration's own table (AES-256-GCM, fresh nonce),
+        bound to ``context`` (what identifies the row) and to this scope."""
+        assert self._record_sealer is not None and self.scope_id is not None
+        aad = _RECORD_DOMAIN + struct.pack(">QQ", _FORMAT, self.scope_id) + context
+        return self._record_sealer.seal(data, aad)
+
+    def open_record(self, sealed: bytes, context: bytes) -> bytes:
+        """The data of :meth:`seal_record`, or CorruptionError (damaged, or sealed for
+        another row or scope)."""
+        assert self._record_sealer is not None and self.scope_id is not None
+        aad = _RECORD_DOMAIN + struct.pack(">QQ", _FORMAT, self.scope_id) + context
+        try:
+            return self._record_sealer.open(sealed, aad)
+        except codec.ChunkDecodeError:
+            raise errors.CorruptionError(
+                "a sealed record does not open (damaged, or sealed for another row or scope)",
+                reason="record_sealed",
+            ) from None
 
     def seal_metadata(self, metadata_json: str) -> str:
         """The metadata as stored: unchanged, or -- in a scope that seals metadata --
