@@ -65,3 +65,62 @@ def test_an_acknowledged_shred_leaves_no_wrapped_key_after_power_loss(
         with pytest.raises(errors.KeyShreddedError):
             db.commit("tenant-a/t", {"v": b"x"})
         assert db.verify().ok
+
+
+# -- found by the corruption campaign (tools/corruption_campaign.py, sealed targets) ------
+
+
+def _sealed_file(path: Path) -> None:
+    with ckptdb.open(path, keys={"a": KEY}) as db:
+        db.set_encryption("tenant-a/", key_id="a")
+        db.commit("tenant-a/t", {"state": b"sealed state", "big": os.urandom(70_000)})
+        db.commit("plain/p", {"v": b"plaintext"})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE key_scope SET wrapped_key = substr(wrapped_key, 1, 59)",
+        "UPDATE key_scope SET wrapped_key = zeroblob(60)",
+        "UPDATE key_scope SET key_generation = 7",
+        "UPDATE key_scope SET prefix = 'tenant-A/'",
+    ],
+)
+def test_verify_with_the_key_reports_a_damaged_key_scope_row(tmp_path: Path, damage: str) -> None:
+    """A damaged key_scope row makes every read of the scope fail (typed: key_mismatch or
+    corrupt, never bytes), and verify -- given the scope's key -- must say so: it used to
+    fall back to checking sealed digests only and report ok."""
+    path = tmp_path / "db.ckpt"
+    _sealed_file(path)
+    raw_sql(path, damage)
+    with ckptdb.open(path, keys={"a": KEY}) as db:
+        with pytest.raises((errors.KeyMismatchError, errors.CorruptionError)):
+            db.get(db.resolve("tenant-a/t@current")).read("state")
+        report = db.verify()
+        assert not report.ok
+        assert {p.code for p in report.problems} & {"key_mismatch", "scope_mismatch"}
+        assert db.current("plain/p").read("v") == b"plaintext"  # type: ignore[union-attr]
+
+
+def test_verify_reports_a_namespace_moved_out_of_its_key_scope(tmp_path: Path) -> None:
+    path = tmp_path / "db.ckpt"
+    _sealed_file(path)
+    raw_sql(path, "UPDATE namespace SET scope_id = NULL WHERE name = 'tenant-a/t'")
+    with ckptdb.open(path, keys={"a": KEY}) as db:
+        problems = db.verify().problems
+    assert [(p.code, p.namespace) for p in problems] == [("scope_mismatch", "tenant-a/t")]
+
+
+def test_verify_without_the_key_or_with_it_on_an_intact_file(tmp_path: Path) -> None:
+    path = tmp_path / "db.ckpt"
+    _sealed_file(path)
+    with ckptdb.open(path) as db:
+        report = db.verify()
+        assert report.ok and report.sealed_only == ["a"]
+    with ckptdb.open(path, keys={"a": KEY}) as db:
+        report = db.verify()
+        assert report.ok and report.sealed_only == []
+    with ckptdb.open(path, keys={"a": bytes(32)}) as db:  # a wrong key is a finding too
+        report = db.verify()
+        assert [p.code for p in report.problems] == ["key_mismatch"]
+        assert report.sealed_only == ["a"]  # its sealed bytes were still checked
