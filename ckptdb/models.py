@@ -187,6 +187,8 @@ FindingCode = Literal[
     "history_chain",
     "history_truncated",
     "receipt_mismatch",
+    "key_mismatch",
+    "scope_mismatch",
     # contributed by integrations' verify hooks (ckptdb.extension.register_verify_hook);
     # the LangGraph saver's tables:
     "lg_write_mismatch",

@@ -80,6 +80,22 @@ def test_quick_campaign_exercises_every_region_and_detects(quick: dict[str, Any]
     assert counts["benign"] > 0 and counts["rolled_back"] > 0, counts
 
 
+def test_quick_campaign_damages_the_encrypted_scope(quick: dict[str, Any]) -> None:
+    """Sealed chunks, sealed inline blobs and the key_scope row are among the targets; the
+    encrypted namespaces were read with their key (most reads succeed), damage to them was
+    refused with CorruptionError or KeyMismatchError only and caught by verify, and
+    fallback still found intact encrypted checkpoints."""
+    targets = set(quick["by_target"])
+    for target in ("sealed_chunk", "sealed_inline", "key_scope"):
+        assert target in targets, targets
+    sealed = quick["sealed_targets"]
+    assert sealed["outcomes"]["injected"] >= 20, sealed
+    assert sealed["outcomes"].get("sealed_wrong_error", 0) == 0, sealed
+    assert sealed["outcomes"].get("detected", 0) >= 0.8 * sealed["outcomes"]["injected"], sealed
+    assert sealed["fallback_results"].get("returned_newest_intact", 0) > 0, sealed
+    assert {"corrupt", "key_mismatch"} <= set(quick["sealed_refusal_codes"])
+
+
 def test_quick_campaign_no_crash_no_hang_no_wrong_bytes_nothing_undetected(
     quick: dict[str, Any],
 ) -> None:

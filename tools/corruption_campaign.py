@@ -8,15 +8,19 @@
 
 Method
 ------
-1. A *pristine* database is built twice (chunk size 64 KiB, page size 4 KiB, so chunked
+1. A *pristine* database is built (twice) (chunk size 64 KiB, page size 4 KiB, so chunked
    blobs, overflow chains and multi-level b-trees exist): several namespaces with lineages
    of several generations, inline and chunked entries, blobs shared between checkpoints and
    namespaces, chunks shared between blobs, an empty entry, media types and schema pins,
    a rollback with ``set_current``, a branch with ``base=``, pins, receipts, a GC that cut
-   a lineage, and free pages (a GC sweep interrupted before its incremental vacuum).
-   Variant ``checkpointed`` has no WAL. Variant ``wal`` holds its last commits only in WAL
-   frames (a raw apsw reader keeps a snapshot open so they are never checkpointed, and the
-   database and its -wal are copied while they are).
+   a lineage, and free pages (a GC sweep interrupted before its incremental vacuum); and an
+   encrypted key scope (``sealed/``: two namespaces, sealed inline blobs and sealed chunks
+   shared between generations, a key rotated once), opened with its key by every check.
+   The first part is built once and copied, so both variants hold the same scope (its data
+   key) and the same (keyed) checkpoint ids. Variant ``checkpointed`` has no WAL. Variant
+   ``wal`` holds its last commits only in WAL frames (a raw apsw reader keeps a snapshot
+   open so they are never checkpointed, and the database and its -wal are copied while
+   they are).
    The expected bytes of every entry of every checkpoint, every manifest and the lineage
    of every namespace are recorded.
 2. Cases are drawn with a seeded RNG and resolved to concrete mutations by the parent
@@ -34,7 +38,13 @@ Method
      another program): chunk bytes, chunk/blob digests and sizes, chunk lists (order,
      targets, missing rows), inline bytes, entry -> blob links, names, media types, manifest
      fields (metadata, parent, generation, namespace, counts), invalid UTF-8 in text
-     columns, pointers (current/fallback/revision/digest), pointer history, namespace names.
+     columns, pointers (current/fallback/revision/digest), pointer history, namespace names;
+   * the encrypted scope, through SQL too: sealed chunk and inline bytes flipped, truncated
+     or moved from another sealed record, their sealed digests, keyed digests, codec and
+     scope ids (a sealed record claiming plaintext, a plaintext one claiming the scope),
+     sealed entries pointed at other blobs, a namespace taken out of the scope, and the
+     ``key_scope`` row: wrapped key flipped or truncated, generation, prefix, key id,
+     algorithm and scope id changed (page-level damage reaches its page as well).
 
 3. Every case runs in a worker subprocess (batches; a crash or hang of the worker is
    observed and counted, never fatal): the pristine files are copied, the mutation applied,
@@ -72,7 +82,11 @@ Method
    ``crash``, ``hang``, ``undetected`` (a read failed yet verify said ok), ``silent_loss``
    (a checkpoint or a namespace's CURRENT vanished without a WAL cause and verify said
    ok), ``fallback_not_newest`` (fallback skipped an intact ancestor, or found none while
-   one existed).
+   one existed), ``sealed_wrong_error`` (damage to the encrypted scope's records or its
+   key_scope row made a read of the scope fail with another error than CorruptionError or
+   KeyMismatchError -- SchemaError is also expected for an unknown algorithm name, and
+   KeyUnavailableError for a key id changed to one the host was not given, which verify
+   then lists among the scopes it checked without their key).
 """
 
 from __future__ import annotations
@@ -114,6 +128,24 @@ CASE_TIMEOUT = 120.0
 QUICK_TIMEOUT = 30.0
 WAL_HEADER = 32
 FRAME_HEADER = 24
+#: The encrypted key scope of the pristine database, and the host's keys (the scope was
+#: created under KEY_FIRST and rotated to KEY: generation 2).
+SEALED_PREFIX = "sealed/"
+KEY_ID = "s"
+KEY_FIRST = bytes(range(32))
+KEY = bytes(range(100, 132))
+KEYS = {KEY_ID: KEY}
+#: The typed errors a read in the encrypted scope may end in when its sealed records or its
+#: key_scope row are damaged (anything else is a ``sealed_wrong_error``).
+SEALED_CODES = frozenset({"corrupt", "key_mismatch"})
+#: ... except where the damage itself reads as something else: an algorithm name this
+#: ckptdb does not know is what a file from a newer ckptdb holds (SchemaError, "upgrade").
+#: A key id changed to another valid one names a key the host was not given (the wrap binds
+#: the key id, but checking that needs the key): KeyUnavailableError, verify lists it.
+SEALED_CODES_ALSO = {
+    "row_key_scope_algorithm": frozenset({"schema_error"}),
+    "row_key_scope_key_id": frozenset({"key_unavailable"}),
+}
 
 #: Outcomes that are failures: each must be zero.
 FAILURES = (
@@ -125,6 +157,7 @@ FAILURES = (
     "undetected",
     "silent_loss",
     "fallback_not_newest",
+    "sealed_wrong_error",
 )
 #: Case kinds whose damage SQLite itself answers by dropping the newest WAL frames.
 WAL_LOSS_KINDS = frozenset(
@@ -171,6 +204,8 @@ class Recorder:
                 "media_type": media_type,
                 "schema": schema,
             }
+            if cp.entries[name].digest != digest:  # a keyed address: an encrypted scope
+                manifest[name]["address"] = cp.entries[name].digest
         self.checkpoints[checkpoint_id] = {
             "namespace": cp.namespace,
             "parent": cp.parent_id,
@@ -240,6 +275,25 @@ def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
     assert report.checkpoints_deleted == 2, report
     for cid in (delta[0], delta[2]):
         rec.checkpoints.pop(cid)
+    # An encrypted key scope: sealed inline blobs and chunks (shared between generations
+    # of a growing blob), a lineage, and a key rotated once (generation 2).
+    db.set_encryption(SEALED_PREFIX, key_id=KEY_ID)
+    history = b""
+    for g in range(1, 5):
+        history += payload(f"sealed-history-{g}", CHUNK // 2 + 100)
+        rec.commit(
+            db,
+            "sealed/chat",
+            {
+                "state.json": json.dumps({"turn": g, "secret": True}).encode(),
+                "history.bin": history,
+                "note.txt": f"sealed note of turn {g}\n" * (g * 3),
+            },
+            metadata={"turn": g},
+        )
+        if g == 2:
+            db.rotate_key(KEY_ID, KEY)
+    rec.commit(db, "sealed/other", {"s": b"sealed other", "blob": payload("sealed-blob", 5000)})
     db.verify()  # a verify receipt
     # An orphan staged chunk (a commit that lost its compare-and-swap after staging).
     with contextlib.suppress(errors.ConflictError):
@@ -273,6 +327,15 @@ def _phase_two(db: ckptdb.Database, rec: Recorder) -> None:
     )
     rec.commit(db, "epsilon", {"only": b"epsilon-1", "big": payload("eps", CHUNK + 1)})
     rec.commit(db, "epsilon", {"only": b"epsilon-2", "big": payload("eps", CHUNK + 1)})
+    rec.commit(
+        db,
+        "sealed/chat",
+        {
+            "state.json": b'{"turn": 5, "secret": true}',
+            "history.bin": payload("sealed-history-5", 2 * CHUNK + 9),
+        },
+        metadata={"turn": 5},
+    )
     db.pin(head, "alpha-head")
 
 
@@ -371,18 +434,27 @@ def build_pristine(root: Path) -> dict[str, Any]:
     blobs.mkdir(exist_ok=True)
     meta: dict[str, Any] = {"variants": {}, "chunk_size": CHUNK, "page_size": PAGE}
     expected: dict[str, Any] | None = None
+    # Phase one once: both variants then hold the same key scope (the same data key), so
+    # their sealed checkpoints have the same (keyed) ids.
+    base = root / "build-base"
+    base.mkdir()
+    base_rec = Recorder(blobs)
+    with ckptdb.open(
+        base / DB_NAME, chunk_size=CHUNK, page_size=PAGE, keys={KEY_ID: KEY_FIRST}
+    ) as db:
+        _phase_one(db, base_rec)
+    _free_some_pages(base / DB_NAME)
+    assert not os.path.exists(f"{base / DB_NAME}-wal")
     for variant in VARIANTS:
         work = root / f"build-{variant}"
         work.mkdir()
         path = work / DB_NAME
-        rec = Recorder(blobs)
-        with ckptdb.open(path, chunk_size=CHUNK, page_size=PAGE) as db:
-            _phase_one(db, rec)
-        _free_some_pages(path)
+        shutil.copy2(base / DB_NAME, path)
+        rec = Recorder(blobs, json.loads(json.dumps(base_rec.checkpoints)))
         out = root / variant
         out.mkdir()
         if variant == "checkpointed":
-            with ckptdb.open(path) as db:
+            with ckptdb.open(path, keys=KEYS) as db:
                 _phase_two(db, rec)
             assert not os.path.exists(str(path) + "-wal") or os.path.getsize(f"{path}-wal") == 0
             shutil.copy2(path, out / DB_NAME)
@@ -394,7 +466,7 @@ def build_pristine(root: Path) -> dict[str, Any]:
             holder.execute("BEGIN")
             holder.execute("SELECT count(*) FROM checkpoint").fetchall()
             try:
-                with ckptdb.open(path) as db:
+                with ckptdb.open(path, keys=KEYS) as db:
                     _phase_two(db, rec)
                 shutil.copy2(path, out / DB_NAME)
                 shutil.copy2(f"{path}-wal", out / f"{DB_NAME}-wal")
@@ -416,9 +488,9 @@ def build_pristine(root: Path) -> dict[str, Any]:
         check.mkdir()
         for name in os.listdir(out):
             shutil.copy2(out / name, check / name)
-        with ckptdb.open(check / DB_NAME) as db:
+        with ckptdb.open(check / DB_NAME, keys=KEYS) as db:
             report = db.verify()
-            assert report.ok, report.problems
+            assert report.ok and not report.sealed_only, report.problems
         lineages = _lineages(check / DB_NAME)
         shutil.rmtree(check)
         state = {"checkpoints": rec.checkpoints, "namespaces": lineages}
@@ -432,6 +504,7 @@ def build_pristine(root: Path) -> dict[str, Any]:
             "pages": {str(k): v for k, v in full_map.items()},
             "frames": frames,
         }
+    shutil.rmtree(base)
     assert expected is not None
     meta["expected"] = expected
     (root / "meta.json").write_text(json.dumps(meta))
@@ -508,6 +581,42 @@ class CaseMaker:
                 "namespace": [list(r) for r in q("SELECT namespace_id, name FROM namespace")],
                 "receipt": [r[0] for r in q("SELECT receipt_id FROM receipt ORDER BY 1")],
                 "ids": [list(r) for r in q("SELECT seq, id, namespace_id FROM checkpoint")],
+                "scope": [r[0] for r in q("SELECT scope_id FROM key_scope ORDER BY 1")],
+                "sealed_chunk": [
+                    list(r)
+                    for r in q(
+                        "SELECT chunk_id, size FROM chunk WHERE scope_id IS NOT NULL ORDER BY 1"
+                    )
+                ],
+                "plain_chunk": [
+                    r[0] for r in q("SELECT chunk_id FROM chunk WHERE scope_id IS NULL ORDER BY 1")
+                ],
+                "sealed_inline": [
+                    r[0]
+                    for r in q(
+                        "SELECT blob_id FROM blob WHERE scope_id IS NOT NULL AND chunk_count = 0"
+                        " AND size > 0 ORDER BY 1"
+                    )
+                ],
+                "sealed_blob": [
+                    r[0]
+                    for r in q("SELECT blob_id FROM blob WHERE scope_id IS NOT NULL ORDER BY 1")
+                ],
+                "plain_blob": [
+                    r[0] for r in q("SELECT blob_id FROM blob WHERE scope_id IS NULL ORDER BY 1")
+                ],
+                "sealed_namespace": [
+                    r[0] for r in q("SELECT namespace_id FROM namespace WHERE scope_id IS NOT NULL")
+                ],
+                "sealed_entry": [
+                    list(r)
+                    for r in q(
+                        "SELECT e.checkpoint_seq, e.name FROM entry e"
+                        " JOIN checkpoint c ON c.seq = e.checkpoint_seq"
+                        " JOIN namespace n ON n.namespace_id = c.namespace_id"
+                        " WHERE n.scope_id IS NOT NULL ORDER BY 1, 2"
+                    )
+                ],
             }
             conn.close()
             return out
@@ -865,15 +974,196 @@ class CaseMaker:
             "ops": [{"op": "sql", "statements": statements}],
         }
 
+    # -- the encrypted key scope ------------------------------------------------------------
+
+    def sealed_case(self, rng: random.Random) -> dict[str, Any]:
+        """Damage to a sealed chunk or inline blob, a sealed record's bookkeeping, or the
+        key_scope row (the wrapped data key and what the wrap is bound to)."""
+        r = self.rows
+        hexd = "".join(rng.choice("0123456789abcdef") for _ in range(64))
+        choices: list[tuple[str, str, list[tuple[str, list[Any]]]]] = []
+
+        def add(kind: str, target: str, sql: str, *params: Any) -> None:
+            choices.append((kind, target, [(sql, list(params))]))
+
+        chunk, size = rng.choice(r["sealed_chunk"])
+        other = rng.choice([c for c, _ in r["sealed_chunk"] if c != chunk])
+        add(
+            "sealed_chunk_flip",
+            "sealed_chunk",
+            "UPDATE chunk_data SET data = ?1 WHERE chunk_id = ?2",
+            {"flip_blob": ["chunk_data", "data", "chunk_id", chunk, rng.randrange(size)]},
+            chunk,
+        )
+        add(
+            "sealed_chunk_moved",  # another sealed record of the scope in this row
+            "sealed_chunk",
+            "UPDATE chunk_data SET data = (SELECT data FROM chunk_data WHERE chunk_id = ?)"
+            " WHERE chunk_id = ?",
+            other,
+            chunk,
+        )
+        add(
+            "sealed_chunk_truncate",
+            "sealed_chunk",
+            "UPDATE chunk_data SET data = substr(data, 1, length(data) - 1) WHERE chunk_id = ?",
+            chunk,
+        )
+        add(
+            "sealed_chunk_sealed_digest",
+            "sealed_chunk",
+            "UPDATE chunk SET sealed_digest = unhex(?) WHERE chunk_id = ?",
+            hexd,
+            chunk,
+        )
+        add(
+            "sealed_chunk_claims_plaintext",
+            "sealed_chunk",
+            "UPDATE chunk SET scope_id = NULL, sealed_digest = NULL WHERE chunk_id = ?",
+            chunk,
+        )
+        add(
+            "sealed_chunk_codec_unsealed",
+            "sealed_chunk",
+            "UPDATE chunk SET codec = codec & 255 WHERE chunk_id = ?",
+            chunk,
+        )
+        add(
+            "sealed_chunk_digest",
+            "sealed_chunk",
+            "UPDATE chunk SET digest = ? WHERE chunk_id = ?",
+            hexd,
+            chunk,
+        )
+        add(
+            "plain_chunk_claims_sealed",
+            "sealed_chunk",
+            "UPDATE chunk SET scope_id = ? WHERE chunk_id = ?",
+            rng.choice(r["scope"]),
+            rng.choice(r["plain_chunk"]),
+        )
+        if r["sealed_inline"]:
+            blob = rng.choice(r["sealed_inline"])
+            add(
+                "sealed_inline_flip",
+                "sealed_inline",
+                "UPDATE blob SET inline_data = ?1 WHERE blob_id = ?2",
+                {"flip_blob": ["blob", "inline_data", "blob_id", blob, None]},
+                blob,
+            )
+            others = [b for b in r["sealed_inline"] if b != blob]
+            if others:
+                add(
+                    "sealed_inline_moved",
+                    "sealed_inline",
+                    "UPDATE blob SET inline_data = (SELECT inline_data FROM blob WHERE"
+                    " blob_id = ?) WHERE blob_id = ?",
+                    rng.choice(others),
+                    blob,
+                )
+            add(
+                "sealed_inline_claims_plaintext",
+                "sealed_inline",
+                "UPDATE blob SET scope_id = NULL, sealed_digest = NULL WHERE blob_id = ?",
+                blob,
+            )
+        blob = rng.choice(r["sealed_blob"])
+        add(
+            "sealed_blob_sealed_digest",
+            "sealed_inline",
+            "UPDATE blob SET sealed_digest = unhex(?) WHERE blob_id = ?",
+            hexd,
+            blob,
+        )
+        seq, name = rng.choice(r["sealed_entry"])
+        add(
+            "sealed_entry_to_plain_blob",
+            "sealed_entry",
+            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
+            rng.choice(r["plain_blob"]),
+            seq,
+            name,
+        )
+        add(
+            "sealed_entry_to_other_sealed_blob",
+            "sealed_entry",
+            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
+            rng.choice(r["sealed_blob"]),
+            seq,
+            name,
+        )
+        add(
+            "namespace_scope_cleared",
+            "sealed_namespace",
+            "UPDATE namespace SET scope_id = NULL WHERE namespace_id = ?",
+            rng.choice(r["sealed_namespace"]),
+        )
+        scope = rng.choice(r["scope"])
+        add(
+            "key_scope_wrapped_key_flip",
+            "key_scope",
+            "UPDATE key_scope SET wrapped_key = ?1 WHERE scope_id = ?2",
+            {"flip_blob": ["key_scope", "wrapped_key", "scope_id", scope, rng.randrange(60)]},
+            scope,
+        )
+        add(
+            "key_scope_wrapped_key_truncate",
+            "key_scope",
+            "UPDATE key_scope SET wrapped_key = substr(wrapped_key, 1, 59) WHERE scope_id = ?",
+            scope,
+        )
+        add(
+            "key_scope_generation",
+            "key_scope",
+            "UPDATE key_scope SET key_generation = ? WHERE scope_id = ?",
+            rng.choice([1, 3, 7]),
+            scope,
+        )
+        add(
+            "key_scope_prefix",
+            "key_scope",
+            "UPDATE key_scope SET prefix = ? WHERE scope_id = ?",
+            rng.choice(["sealeD/", "sealed/chat", "other/"]),
+            scope,
+        )
+        add(
+            "key_scope_key_id",
+            "key_scope",
+            "UPDATE key_scope SET key_id = ? WHERE scope_id = ?",
+            rng.choice(["t", "s ", "S"]),
+            scope,
+        )
+        add(
+            "key_scope_algorithm",
+            "key_scope",
+            "UPDATE key_scope SET algorithm = 'aes128gcm-unknown-v9' WHERE scope_id = ?",
+            scope,
+        )
+        add(
+            "key_scope_scope_id",
+            "key_scope",
+            "UPDATE key_scope SET scope_id = scope_id + 10 WHERE scope_id = ?",
+            scope,
+        )
+        kind, target, statements = rng.choice(choices)
+        return {
+            "kind": f"row_{kind}",
+            "target": target,
+            "ops": [{"op": "sql", "statements": statements}],
+        }
+
     def draw(self, rng: random.Random) -> dict[str, Any]:
-        families = ["page", "header", "truncate", "row"] + (["wal"] if self.frames else [])
-        weights = [10, 1, 0.5, 6] + ([5] if self.frames else [])
+        families = ["page", "header", "truncate", "row", "sealed"] + (
+            ["wal"] if self.frames else []
+        )
+        weights = [10, 1, 0.5, 6, 3] + ([5] if self.frames else [])
         family = rng.choices(families, weights)[0]
         return {
             "page": self.page_case,
             "header": self.header_case,
             "truncate": self.truncate_case,
             "row": self.row_case,
+            "sealed": self.sealed_case,
             "wal": self.wal_case,
         }[family](rng)
 
@@ -985,6 +1275,7 @@ class Observer:
             "wrong_checkpoint": [],
             "untyped": [],
             "refusals": Counter(),
+            "sealed_refusals": Counter(),  # codes of refused reads in the encrypted scope
             "fallback": {},
             "verify": None,
         }
@@ -995,14 +1286,19 @@ class Observer:
         return (self.blobs / digest).read_bytes()
 
     @contextlib.contextmanager
-    def guard(self, what: str, refused: list[bool] | None = None) -> Iterator[None]:
-        """Typed errors are allowed (counted); anything else is an untyped failure."""
+    def guard(
+        self, what: str, refused: list[bool] | None = None, sealed: bool = False
+    ) -> Iterator[None]:
+        """Typed errors are allowed (counted); anything else is an untyped failure.
+        ``sealed``: a read in the encrypted scope (its refusal codes are counted apart)."""
         try:
             yield
         except errors.CkptdbError as exc:
             if not exc.code or not str(exc):
                 self.obs["untyped"].append(f"{what}: CkptdbError without code/message {exc!r}")
             self.obs["refusals"][exc.code] += 1
+            if sealed:
+                self.obs["sealed_refusals"][exc.code] += 1
             if refused is not None:
                 refused.append(True)
         except Exception as exc:
@@ -1031,7 +1327,7 @@ class Observer:
         path = self.dir / DB_NAME
         db = None
         try:
-            db = ckptdb.open(path)
+            db = ckptdb.open(path, keys=KEYS)
             self.obs["open"] = "ok"
         except errors.CkptdbError as exc:
             self.obs["open"] = f"refused:{exc.code}"
@@ -1053,6 +1349,7 @@ class Observer:
 
     def finish(self) -> dict[str, Any]:
         self.obs["refusals"] = dict(self.obs["refusals"])
+        self.obs["sealed_refusals"] = dict(self.obs["sealed_refusals"])
         return self.obs
 
     # -- reads --------------------------------------------------------------------------
@@ -1064,6 +1361,7 @@ class Observer:
         back exactly; wrong bytes or a wrong manifest are recorded. Without ``read_bytes``
         only the manifest is compared (the bytes were read through another handle)."""
         exp = self.exp[cid]
+        sealed = exp["namespace"].startswith(SEALED_PREFIX)
         if cp.id != cid:
             self.wrong(
                 f"{where}: asked for {cid[:12]}, got a handle for {cp.id[:12]}", kind="checkpoint"
@@ -1084,20 +1382,20 @@ class Observer:
         intact = not meta_failed
         for name, info in exp["entries"].items():
             entry = cp.entries[name]
-            if entry.digest != info["digest"] or entry.size != info["size"]:
+            if entry.digest != info.get("address", info["digest"]) or entry.size != info["size"]:
                 self.wrong(f"{where}: entry info {name!r} of {cid[:12]} differs")
             if not read_bytes:
                 continue
             expected = self.expected_bytes(info["digest"])
             failed: list[bool] = []
-            with self.guard(f"{where}: read {cid[:12]}/{name}", failed):
+            with self.guard(f"{where}: read {cid[:12]}/{name}", failed, sealed):
                 data = cp.read(name)
                 if data != expected:
                     self.wrong(f"{where}: read {cid[:12]}/{name}: {len(data)} wrong bytes")
                     failed.append(True)
             if len(expected) > CHUNK and self.rotation % 2 == 0:
                 got = bytearray()
-                with self.guard(f"{where}: stream {cid[:12]}/{name}", failed):
+                with self.guard(f"{where}: stream {cid[:12]}/{name}", failed, sealed):
                     for piece in cp.iter_bytes(name):
                         got += piece
                         if not expected.startswith(got):
@@ -1107,7 +1405,10 @@ class Observer:
                         if bytes(got) != expected:
                             self.wrong(f"{where}: stream {cid[:12]}/{name}: short")
             if len(expected) > CHUNK and self.rotation % 2 == 1:
-                with self.guard(f"{where}: open {cid[:12]}/{name}", failed), cp.open(name) as fh:
+                with (
+                    self.guard(f"{where}: open {cid[:12]}/{name}", failed, sealed),
+                    cp.open(name) as fh,
+                ):
                     head = fh.read(1000)
                     if not expected.startswith(head):
                         self.wrong(f"{where}: open {cid[:12]}/{name}: wrong bytes")
@@ -1133,6 +1434,8 @@ class Observer:
                 continue
             except errors.CkptdbError as exc:
                 self.obs["refusals"][exc.code] += 1
+                if self.exp[cid]["namespace"].startswith(SEALED_PREFIX):
+                    self.obs["sealed_refusals"][exc.code] += 1
                 self.obs["reads_refused"] += 1
             except Exception as exc:
                 self.untyped(f"get {cid[:12]}", exc)
@@ -1314,6 +1617,26 @@ class Observer:
             for name, data in entries.items():
                 if cp.read(name) != data:
                     self.wrong(f"write: {name} read back wrong after a commit on the damage")
+        # The same into the encrypted scope, re-using its largest sealed entry's bytes.
+        big = max(
+            (
+                i
+                for c in self.exp.values()
+                if c["namespace"].startswith(SEALED_PREFIX)
+                for i in c["entries"].values()
+            ),
+            key=lambda i: (i["size"], i["digest"]),
+        )
+        entries = {
+            "probe.txt": b"sealed, after the damage",
+            "reused.bin": self.expected_bytes(big["digest"]),
+        }
+        with self.guard("write: sealed commit"):
+            ack = db.commit("sealed/probe", entries, metadata={"probe": True})
+            cp = db.get(ack.checkpoint_id)
+            for name, data in entries.items():
+                if cp.read(name) != data:
+                    self.wrong(f"write: sealed {name} read back wrong after a commit on the damage")
 
     def check_verify(self, db: ckptdb.Database) -> None:
         try:
@@ -1327,6 +1650,9 @@ class Observer:
             return
         self.obs["verify"] = "ok" if report.ok else "problems"
         self.obs["verify_codes"] = sorted({p.code for p in report.problems})
+        # Scopes verify could check only without their key: with every key the pristine
+        # file needs at hand, a key id listed here is one the damage made up.
+        self.obs["verify_unkeyed"] = [k for k in report.sealed_only if k not in KEYS]
 
 
 def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
@@ -1343,6 +1669,12 @@ def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
         labels.append("wrong_checkpoint")
     if obs["untyped"]:
         labels.append("untyped")
+    allowed = SEALED_CODES | SEALED_CODES_ALSO.get(case["kind"], frozenset())
+    if (
+        case.get("target", "").startswith(("sealed_", "key_scope"))
+        and set(obs.get("sealed_refusals", {})) - allowed
+    ):
+        labels.append("sealed_wrong_error")
     statuses = [f.get("status") for f in obs["fallback"].values()]
     if "not_newest" in statuses:
         labels.append("fallback_not_newest")
@@ -1350,6 +1682,8 @@ def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
         labels.append("refused")
     elif obs["verify"] in ("problems", "refused") or str(obs["verify"]).startswith("refused"):
         labels.append("detected")
+    elif obs["verify"] == "ok" and obs.get("verify_unkeyed"):
+        labels.append("detected")  # verify names a key scope it had no key for
     elif obs["verify"] == "ok":
         failed_reads = obs["reads_refused"] > 0
         if failed_reads:
@@ -1546,6 +1880,9 @@ def summarize(
     failures = []
     not_applied = 0
     refusal_codes: Counter[str] = Counter()
+    sealed_codes: Counter[str] = Counter()
+    sealed_cases: Counter[str] = Counter()  # cases damaging the encrypted scope's records
+    sealed_fallback: Counter[str] = Counter()  # load(fallback=True) of its namespaces there
     untyped_kinds: Counter[str] = Counter()
     reads: Counter[str] = Counter()
     harness_errors: list[dict[str, Any]] = []
@@ -1568,6 +1905,12 @@ def summarize(
         by_kind.setdefault(case["kind"], Counter()).update([*labels, "injected"])
         by_target.setdefault(case.get("target", "?"), Counter()).update([*labels, "injected"])
         refusal_codes.update(obs.get("refusals", {}))
+        sealed_codes.update(obs.get("sealed_refusals", {}))
+        if case.get("target", "").startswith(("sealed_", "key_scope")):
+            sealed_cases.update([*labels, "injected"])
+            for ns, f in obs.get("fallback", {}).items():
+                if ns.startswith(SEALED_PREFIX):
+                    sealed_fallback[f.get("status") or _fallback_kind(f.get("result"))] += 1
         reads["ok"] += obs.get("reads_ok", 0)
         reads["refused"] += obs.get("reads_refused", 0)
         for f in obs.get("fallback", {}).values():
@@ -1586,6 +1929,7 @@ def summarize(
                     "wrong": obs.get("wrong", [])[:5],
                     "wrong_checkpoint": obs.get("wrong_checkpoint", [])[:5],
                     "untyped": obs.get("untyped", [])[:5],
+                    "sealed_refusals": obs.get("sealed_refusals", {}),
                     "fallback": {
                         ns: f for ns, f in obs.get("fallback", {}).items() if f.get("status")
                     },
@@ -1611,6 +1955,11 @@ def summarize(
         "reads": dict(reads),
         "fallback_results": dict(fallback_results.most_common()),
         "refusal_codes": dict(refusal_codes.most_common()),
+        "sealed_refusal_codes": dict(sealed_codes.most_common()),
+        "sealed_targets": {
+            "outcomes": dict(sealed_cases.most_common()),
+            "fallback_results": dict(sealed_fallback.most_common()),
+        },
         "untyped_exception_types": dict(untyped_kinds.most_common(20)),
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "by_target": {k: dict(v) for k, v in sorted(by_target.items())},
@@ -1641,6 +1990,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
     )
     print("  failures: " + ", ".join(f"{k} {c[k]}" for k in FAILURES))
     print(f"  reads: {summary['reads']}")
+    print(f"  refused reads in the encrypted scope, by code: {summary['sealed_refusal_codes']}")
+    sealed = summary["sealed_targets"]
+    print(f"  cases damaging sealed records or key_scope: {sealed['outcomes']}")
+    print(
+        f"    load(fallback=True) of the encrypted namespaces there: {sealed['fallback_results']}"
+    )
     print(f"  load(fallback=True) per namespace: {summary['fallback_results']}")
     if summary["untyped_exception_types"]:
         print("  untyped exceptions (cases, by type and raising site):")

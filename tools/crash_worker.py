@@ -5,7 +5,15 @@ SIGKILL at random moments and then checks the database.
 
 Protocol (stdout, one line each, flushed *after* the operation returned):
 ``READY``; ``ACK <i> <checkpoint id>`` after commit ``i``; ``PIN <name> <checkpoint id>``
-after a pin; ``GC <deleted>`` after a garbage collection.
+after a pin; ``GC <deleted>`` after a garbage collection; ``ROTATED <generation>`` after a
+``rotate_key``.
+
+With ``--key-file PATH`` the worker commits into an encrypted key scope (namespace
+:data:`SEALED_NAMESPACE`, key id :data:`KEY_ID`) and now and then rotates its key. Keys never
+appear on a command line: the file (0600, JSON ``{"keys": [hex, ...]}``) holds the current
+key first; before each ``rotate_key`` the worker rewrites it with the current key and the
+new one (durably: temporary file, fsync, rename, directory fsync), so whoever checks the
+file after a kill can try both; once the rotation returned it holds the new key alone.
 """
 
 from __future__ import annotations
@@ -13,19 +21,50 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import sys
+from pathlib import Path
 
 import ckptdb
 
 NAMESPACE = "crash"
+SEALED_NAMESPACE = "tenant/crash"
+SCOPE_PREFIX = "tenant/"
+KEY_ID = "tenant"
 CHUNK_SIZE = 64 * 1024
 KEEP_LAST = 4
+ROTATE_EVERY = 0.06  # chance, after a commit, of a rotate_key (encrypted mode)
+#: Every sealed commit holds this marker in plaintext; it must never be on disk.
+MARKER = b"MARKER-crash-plaintext"
 
 
-def entries_for(i: int) -> dict[str, bytes]:
+def read_keys(path: Path) -> list[bytes]:
+    """The keys of a key file, current first."""
+    return [bytes.fromhex(k) for k in json.loads(path.read_text())["keys"]]
+
+
+def write_keys(path: Path, keys: list[bytes]) -> None:
+    """Replace the key file durably (owner-only)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps({"keys": [k.hex() for k in keys]}).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def entries_for(i: int, sealed: bool = False) -> dict[str, bytes]:
     """The content of commit ``i``: small JSON state; every 5th commit a chunked blob, and
-    a blob shared by many commits (so GC has shared bytes to get wrong)."""
+    a blob shared by many commits (so GC has shared bytes to get wrong). ``sealed``: plus a
+    text entry holding :data:`MARKER` (stored raw by zstd: random bytes in every line)."""
     rng = random.Random(i)
     out = {
         "state.json": json.dumps({"i": i}).encode(),
@@ -35,6 +74,10 @@ def entries_for(i: int) -> dict[str, bytes]:
         out["model.bin"] = rng.randbytes(rng.randint(CHUNK_SIZE + 1, 3 * CHUNK_SIZE))
     else:
         out["notes.txt"] = hashlib.sha256(str(i).encode()).hexdigest().encode() * rng.randint(1, 40)
+    if sealed:
+        out["secret.txt"] = b"".join(
+            MARKER + b" %d %d " % (i, n) + rng.randbytes(40) + b"\n" for n in range(200)
+        )
     return out
 
 
@@ -43,17 +86,32 @@ def main() -> None:
     parser.add_argument("db")
     parser.add_argument("--start", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--key-file", type=Path, help="encrypted mode: the keys (see above)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     out = sys.stdout
-    with ckptdb.open(args.db, chunk_size=CHUNK_SIZE) as db:
+    sealed = args.key_file is not None
+    key = read_keys(args.key_file)[0] if sealed else b""
+    namespace = SEALED_NAMESPACE if sealed else NAMESPACE
+    keys = {KEY_ID: key} if sealed else None
+    with ckptdb.open(args.db, chunk_size=CHUNK_SIZE, keys=keys) as db:
+        if sealed:
+            db.set_encryption(SCOPE_PREFIX, key_id=KEY_ID)  # the same again: a no-op
         out.write("READY\n")
         out.flush()
         i = args.start
         while True:
-            ack = db.commit(NAMESPACE, entries_for(i), metadata={"i": i})
+            ack = db.commit(namespace, entries_for(i, sealed), metadata={"i": i})
             out.write(f"ACK {i} {ack.checkpoint_id}\n")
             out.flush()
+            if sealed and rng.random() < ROTATE_EVERY:
+                new = os.urandom(32)
+                write_keys(args.key_file, [key, new])  # before: a kill may land in between
+                scope = db.rotate_key(KEY_ID, new)
+                out.write(f"ROTATED {scope.key_generation}\n")
+                out.flush()
+                key = new
+                write_keys(args.key_file, [key])
             roll = rng.random()
             if roll < 0.08:
                 pin = db.pin(ack.checkpoint_id, f"pin-{i}")

@@ -1,21 +1,31 @@
 """Sweep every I/O fault point of ckptdb's writing operations.
 
-    python tools/fault_sweep.py              # every point of every operation (minutes)
-    python tools/fault_sweep.py --quick      # a sample of points (CI, under a minute)
-    python tools/fault_sweep.py --json out.json
+    python tools/fault_sweep.py              # every point of every operation (hours: CDC)
+    python tools/fault_sweep.py --quick      # a sample of points (CI)
+    python tools/fault_sweep.py --only rotate-key,shred-key --json out.json
 
-For each operation (a small commit, a chunked commit, a GC sweep, an export, a schema
-migration) and each kind of call (xWrite, xSync, xTruncate, xFileSize), error (SQLITE_IOERR,
-SQLITE_FULL) and mode (once, persistent), the operation is run once to count its calls, then
-again with the Nth call failing, for N = 1 .. count. At the moment of the fault the fault VFS
-keeps a "process crash" image (files as the OS holds them) and a "power loss" image (each
-file as of its last successful sync). Then:
+For each operation (a small, a chunked and a CDC commit, a group commit, a GC sweep, an
+export, a schema migration; in an encrypted key scope a small and a CDC commit, rotate_key,
+and shred_key of a scope with namespaces and of one without) and each kind of call (xWrite,
+xSync, xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent),
+the operation is run once to count its calls, then again with the Nth call failing, for
+N = 1 .. count. At the moment of the fault the fault VFS keeps a "process crash" image
+(files as the OS holds them) and a "power loss" image (each file as of its last successful
+sync). Then:
 
 * a failed operation returned no acknowledgement;
 * the live handle, a reopened handle and both images pass integrity_check and ckptdb's
   verify, and show the old state or the new one, complete -- never a mix;
 * every acknowledged commit is in the power-loss image (synchronous=FULL): the one acked
-  before the operation, and the operation's own if it was acknowledged.
+  before the operation, and the operation's own if it was acknowledged; the unfaulted run
+  and the power-loss image taken right after it show the new state.
+
+The key-scope operations add (see each one's docstring): images are opened with the key;
+no image's raw bytes (file and WAL, read before anything opens it) ever hold a sealed
+value's plaintext marker or its plain sha256; after rotate_key exactly one of the old and
+the new key opens the scope (the new one once acknowledged); after shred_key the scope is
+intact or shredded, the other scopes intact, shred_key again completes it, and a completed
+shred leaves neither the wrapped key nor sampled sealed bytes in the file or the WAL.
 
 Any violation is printed and makes the exit status 1.
 """
@@ -23,8 +33,11 @@ Any violation is printed and makes the exit status 1.
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -34,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import apsw
 
 import ckptdb
 from ckptdb import errors
@@ -62,6 +77,11 @@ class Operation:
     setup: Callable[[Path, str], dict[str, Any]]
     run: Callable[[Path, str, dict[str, Any]], bool]  # returns True when acknowledged
     state: Callable[[Path, dict[str, Any]], str]  # "old" / "new" / "mixed..."
+    #: Checks of an image's raw bytes (file + WAL), run before anything opens it (opening
+    #: may checkpoint the WAL away): ``raw_check(path, ctx, acked)`` returns problems.
+    raw_check: Callable[[Path, dict[str, Any], bool], list[str]] | None = None
+    #: Run once before the sweep of the operation: proves its checks can fail.
+    selftest: Callable[[], None] | None = None
 
 
 def _open(path: Path, vfs: str | None = None, **kw: Any) -> ckptdb.Database:
@@ -277,8 +297,396 @@ def _group_op() -> Operation:
     return Operation("commit-group", setup, run, state)
 
 
+# -- encryption at rest (key scopes) --------------------------------------------------------
+
+KEY_A = bytes(range(32))
+KEY_A_NEXT = bytes(range(64, 96))
+KEY_B = bytes(range(128, 160))
+SEALED_NS = "tenant-a/ns"
+_FILLER = b" ".join(f"filler word {i}".encode() for i in range(40))
+
+
+def _keyed(keys: dict[str, bytes]) -> Callable[..., ckptdb.Database]:
+    """An opener with the host's keys (a file as created by default: CDC chunks, zstd)."""
+
+    def opener(path: Path, vfs: str | None = None, **kw: Any) -> ckptdb.Database:
+        return ckptdb.open(path, vfs=vfs, keys=keys, **kw)
+
+    return opener
+
+
+def _secret(tag: str, size: int) -> bytes:
+    """Plaintext that zstd shrinks ~10x yet stores with raw (not Huffman-coded) literals,
+    so an unsealed copy would show the marker ``MARKER-<tag>`` on disk: every line is the
+    marker, a counter, 48 random bytes and a repeated filler."""
+    rng = random.Random(tag)
+    out = bytearray()
+    n = 0
+    while len(out) < size:
+        out += f"MARKER-{tag} {n} ".encode() + rng.randbytes(48) + _FILLER + b"\n"
+        n += 1
+    return bytes(out[:size])
+
+
+def _disk(path: Path) -> bytes:
+    """Every byte SQLite keeps on disk for this database: the file and its WAL."""
+    return b"".join(
+        Path(str(path) + suffix).read_bytes()
+        for suffix in ("", "-wal")
+        if Path(str(path) + suffix).exists()
+    )
+
+
+def _needles(*values: bytes) -> list[tuple[str, bytes]]:
+    """What must never be on disk for sealed values (made by :func:`_secret`): their
+    markers, their plain sha256."""
+    return [n for value in values for n in _value_needles(value)]
+
+
+def _value_needles(value: bytes) -> list[tuple[str, bytes]]:
+    marker = value[: value.index(b" ")]
+    tag = marker.decode().removeprefix("MARKER-")
+    digest = hashlib.sha256(value)
+    return [
+        (f"marker of {tag}", marker),
+        (f"sha256 of {tag}", digest.digest()),
+        (f"sha256 hex of {tag}", digest.hexdigest().encode()),
+    ]
+
+
+def _found(path: Path, needles: list[tuple[str, bytes]]) -> list[str]:
+    disk = _disk(path)
+    return [what for what, needle in needles if needle in disk]
+
+
+def _selftest_needles(needles: list[tuple[str, bytes]], values: dict[str, bytes]) -> None:
+    """The raw-bytes check can see plaintext: the same values committed to a plaintext
+    namespace put every marker on disk (else the check would pass vacuously)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "plain.ckpt"
+        with ckptdb.open(path) as db:
+            db.commit("plain/probe", values)
+            markers = [n for n in needles if n[0].startswith("marker")]
+            missing = [what for what, needle in markers if needle not in _disk(path)]
+        assert not missing, f"the raw-bytes check could not see plaintext: {missing}"
+
+
+def _sealed_commit_op(name: str, entries: dict[str, bytes]) -> Operation:
+    """A commit into an encrypted scope: old-or-new seen WITH the key, keyless verify of the
+    sealed bytes, and no plaintext marker or plain sha256 of any sealed value in the raw
+    bytes of any image."""
+    opener = _keyed({"a": KEY_A})
+    base = {"state": _secret(f"{name}-base", 1500)}
+    needles = _needles(base["state"], *entries.values())
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        with opener(path, vfs) as db:
+            db.set_encryption("tenant-a/", key_id="a")
+            cp = db.commit(SEALED_NS, base)
+        return {"base": cp.checkpoint_id}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with opener(path, vfs) as db:
+            db.commit(SEALED_NS, entries)
+            return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with opener(path) as db:
+            report = db.verify()
+            if not report.ok or report.sealed_only:
+                return f"broken:verify:{report.sealed_only}"
+            cp = db.current(SEALED_NS)
+            assert cp is not None
+            cp.verify()
+            got = {n: cp.read(n) for n in cp.entries}
+            if cp.id == ctx["base"] and got == base:
+                seen = "old"
+            elif cp.parent_id == ctx["base"] and got == entries:
+                seen = "new"
+            else:
+                return f"mixed:{cp.id[:12]}"
+        with ckptdb.open(path) as keyless:  # sealed bytes against sealed_digest
+            report = keyless.verify()
+            if not report.ok or report.sealed_only != ["a"]:
+                return f"broken:keyless-verify:{report.problems[:2]}"
+        return seen
+
+    def raw_check(path: Path, ctx: dict[str, Any], acked: bool) -> list[str]:
+        return [f"{what} found in the raw bytes" for what in _found(path, needles)]
+
+    def selftest() -> None:
+        _selftest_needles(_needles(*entries.values()), entries)
+
+    return Operation(name, setup, run, state, raw_check, selftest)
+
+
+def _rotate_op() -> Operation:
+    """rotate_key: afterwards exactly one of the old and the new key opens the scope (the new
+    one once the rotation was acknowledged), and its data reads back intact."""
+    entries = {"state.json": _secret("rot-state", 1200), "log.txt": _secret("rot-log", 120_000)}
+    plain = {"p": b"plaintext namespace"}
+    needles = _needles(*entries.values())
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        with _keyed({"a": KEY_A})(path, vfs) as db:
+            db.set_encryption("tenant-a/", key_id="a")
+            db.commit(SEALED_NS, entries)
+            db.commit("plain/ns", plain)
+        return {}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _keyed({"a": KEY_A})(path, vfs) as db:
+            db.rotate_key("a", KEY_A_NEXT)
+        return True
+
+    def opens(path: Path, key: bytes) -> str:
+        with ckptdb.open(path, keys={"a": key}) as db:
+            plain_cp = db.current("plain/ns")
+            if plain_cp is None or plain_cp.read("p") != plain["p"]:
+                return "broken:plaintext namespace"
+            cp = db.current(SEALED_NS)
+            if cp is None:
+                return "broken:no current"
+            try:
+                got = {n: cp.read(n) for n in cp.entries}
+            except errors.KeyMismatchError:
+                return "mismatch"
+            if got != entries:
+                return "broken:content"
+            report = db.verify()
+            if not report.ok or report.sealed_only:
+                return f"broken:verify:{report.sealed_only}"
+            (scope,) = [s for s in db.key_scopes() if s.key_id == "a"]
+            return f"opens:generation-{scope.key_generation}"
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        old, new = opens(path, KEY_A), opens(path, KEY_A_NEXT)
+        if old == "opens:generation-1" and new == "mismatch":
+            return "old"
+        if new == "opens:generation-2" and old == "mismatch":
+            return "new"
+        if old == new == "mismatch":
+            return "broken:neither key opens the scope"
+        return f"mixed:old key {old}, new key {new}"
+
+    def raw_check(path: Path, ctx: dict[str, Any], acked: bool) -> list[str]:
+        return [f"{what} found in the raw bytes" for what in _found(path, needles)]
+
+    return Operation("rotate-key", setup, run, state, raw_check)
+
+
+def _shred_op(name: str, *, namespaces: bool) -> Operation:
+    """shred_key: at every fault point the scope is either still usable with its key and
+    intact, or shredded (KeyShreddedError); the other scope and the plaintext namespace stay
+    intact; shred_key again on the image completes the shred, after which no wrapped key
+    (of any generation) and no sampled sealed byte of the scope is in the file or the WAL --
+    as after an acknowledged shred, in the image itself and in its power-loss image.
+
+    ``namespaces``: the scope holds two namespaces (one pinned), their last commits only in
+    the WAL; else it holds no namespace, only chunks staged by a commit that then lost its
+    compare-and-swap, and its wrapped keys and chunks are all in WAL frames."""
+    keys = {"a": KEY_A_NEXT, "b": KEY_B}
+    a_content = (
+        {
+            "tenant-a/t": {
+                "state.json": _secret("shred-t2", 900),
+                "log.txt": _secret("shred-tl", 90_000),
+            },
+            "tenant-a/u": {"state.json": _secret("shred-u", 3000)},
+        }
+        if namespaces
+        else {}
+    )
+    orphan = _secret("shred-orphan", 4 * 1024 * 1024 + 10)
+    keep = {
+        "tenant-b/t": {
+            "state.json": _secret("shred-b", 800),
+            "log.txt": _secret("shred-bl", 40_000),
+        },
+        "plain/p": {"p": b"plaintext namespace"},
+    }
+    sealed_needles = _needles(
+        orphan,
+        *(v for content in (*a_content.values(), keep["tenant-b/t"]) for v in content.values()),
+    )
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        wrapped: list[bytes] = []
+        db = _keyed({"a": KEY_A, "b": KEY_B})(path, vfs)
+        # A reader holding an old snapshot keeps what follows in WAL frames: no checkpoint
+        # can copy it into the file before the shred starts.
+        holder = apsw.Connection(str(path))
+        try:
+            if not namespaces:
+                holder.execute("BEGIN")
+                holder.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+            db.set_encryption("tenant-a/", key_id="a")
+            db.set_encryption("tenant-b/", key_id="b")
+            if namespaces:
+                db.commit(
+                    "tenant-a/t",
+                    {
+                        "state.json": _secret("shred-t1", 700),
+                        "old.txt": _secret("shred-to", 50_000),
+                    },
+                )
+            for ns, content in keep.items():
+                db.commit(ns, content)
+            wrapped.append(_wrapped_key(path))
+            db.rotate_key("a", KEY_A_NEXT)  # generation 1 under KEY_A, 2 under KEY_A_NEXT
+            wrapped.append(_wrapped_key(path))
+            if namespaces:
+                holder.execute("BEGIN")
+                holder.execute("SELECT count(*) FROM checkpoint").fetchall()
+                for ns, content in a_content.items():
+                    db.commit(ns, content)
+                db.pin("tenant-a/t@current", "keep-a")
+            else:
+                try:  # staged (over 4 MiB), then refused: the chunks stay, unreferenced
+                    db.commit("tenant-a/t", {"archive.txt": orphan}, expect_current="0" * 64)
+                    raise AssertionError("the compare-and-swap did not fail")
+                except errors.ConflictError:
+                    pass
+            samples = _sealed_samples(path, "a")
+            db.close()
+            holder.execute("COMMIT")
+        finally:
+            holder.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+            holder.close()
+            db.close()
+        assert os.path.getsize(str(path) + "-wal") > 0
+        disk = _disk(path)
+        samples = [s for s in samples if s in disk]  # a sample straddling a page is no needle
+        assert len(samples) >= 4 and all(w in disk for w in wrapped), "setup left no secret"
+        shredded = [("wrapped key (generation 1)", wrapped[0]), ("wrapped key", wrapped[1])]
+        shredded += [(f"sealed sample {i} of scope a", s) for i, s in enumerate(samples)]
+        return {"shredded": shredded}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _keyed(keys)(path, vfs) as db:
+            report = db.shred_key("a")
+        ctx["wal_truncated"] = report.wal_truncated
+        return True
+
+    def intact_others(db: ckptdb.Database) -> str | None:
+        for ns, content in keep.items():
+            cp = db.current(ns)
+            if cp is None or {n: cp.read(n) for n in cp.entries} != content:
+                return f"broken:{ns} not intact"
+        return None
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with _keyed(keys)(path) as db:
+            report = db.verify()
+            broken = intact_others(db)
+            if broken:
+                return broken
+            (scope,) = [s for s in db.key_scopes() if s.key_id == "a"]
+            # A shred interrupted while dropping a namespace of the scope leaves that
+            # namespace without its pointer (drop_namespace deletes in batches, the pointer
+            # first); verify reports it until shred_key runs again. Nothing else may fail.
+            problems = [
+                p
+                for p in report.problems
+                if not (
+                    scope.shredded
+                    and p.code == "pointer_missing"
+                    and (p.namespace or "").startswith("tenant-a/")
+                )
+            ]
+            if problems:
+                return f"broken:verify:{problems[:2]}"
+            if not scope.shredded:
+                if report.sealed_only:
+                    return f"broken:verify:{report.sealed_only}"
+                for ns, content in a_content.items():
+                    cp = db.current(ns)
+                    if cp is None or {n: cp.read(n) for n in cp.entries} != content:
+                        return f"broken:{ns} neither intact nor shredded"
+                seen = "old"
+            else:
+                try:
+                    db.commit("tenant-a/new", {"x": b"after the shred"})
+                    return "broken:a commit under a shredded prefix succeeded"
+                except errors.KeyShreddedError:
+                    pass
+                left = [i.name for i in db.namespaces() if i.name.startswith("tenant-a/")]
+                for ns in left:
+                    cp = db.current(ns)
+                    if cp is None:
+                        continue
+                    for entry in cp.entries:
+                        try:
+                            cp.read(entry)
+                            return f"broken:{ns}/{entry} read after the shred"
+                        except errors.KeyShreddedError:
+                            pass
+                seen = "new"
+        # Shredding again (on a copy: observers after this one see the image as it was)
+        # completes the shred; then nothing of the scope is left on disk.
+        scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix="reshred-"))
+        copied = copy_image(path.parent, path.name, scratch)
+        assert copied is not None
+        with _keyed(keys)(copied) as db:
+            report = db.shred_key("a")
+            if not report.wal_truncated:
+                return "broken:re-shred left the WAL"
+            left = _found(copied, ctx["shredded"])
+            if left:
+                return f"broken:after shred_key again, on disk: {left}"
+            if any(i.name.startswith("tenant-a/") for i in db.namespaces()):
+                return "broken:re-shred left a namespace of the scope"
+            broken = intact_others(db)
+            if broken:
+                return broken + " after the re-shred"
+            if not db.verify().ok:
+                return "broken:verify after the re-shred"
+        left = _found(copied, ctx["shredded"])
+        shutil.rmtree(scratch, ignore_errors=True)
+        return f"broken:after shred_key again and close, on disk: {left}" if left else seen
+
+    def raw_check(path: Path, ctx: dict[str, Any], acked: bool) -> list[str]:
+        problems = [f"{what} found in the raw bytes" for what in _found(path, sealed_needles)]
+        if acked:
+            problems += [
+                f"shred acknowledged (wal_truncated={ctx.get('wal_truncated')}) but {what} is"
+                " still in the raw bytes"
+                for what in _found(path, ctx["shredded"])
+            ]
+        return problems
+
+    return Operation(name, setup, run, state, raw_check)
+
+
+def _wrapped_key(path: Path) -> bytes:
+    conn = apsw.Connection(str(path))
+    try:
+        (wrapped,) = conn.execute("SELECT wrapped_key FROM key_scope WHERE key_id = 'a'").fetchone()
+    finally:
+        conn.close()
+    assert isinstance(wrapped, bytes)
+    return wrapped
+
+
+def _sealed_samples(path: Path, key_id: str) -> list[bytes]:
+    """Pieces of the stored (sealed) bytes of a scope's chunks and inline blobs."""
+    conn = apsw.Connection(str(path))
+    try:
+        rows = conn.execute(
+            "SELECT substr(d.data, 13, 48) FROM chunk_data d JOIN chunk c USING (chunk_id)"
+            " JOIN key_scope s ON s.scope_id = c.scope_id WHERE s.key_id = ?"
+            " UNION ALL SELECT substr(b.inline_data, 13, 16) FROM blob b JOIN key_scope s"
+            " ON s.scope_id = b.scope_id WHERE s.key_id = ? AND b.chunk_count = 0",
+            (key_id, key_id),
+        ).fetchall()
+    finally:
+        conn.close()
+    return [bytes(r[0]) for r in rows]
+
+
+@functools.cache
 def operations() -> list[Operation]:
-    """Every operation the sweep covers."""
+    """Every operation the sweep covers (built once: some hold megabytes of content)."""
     return [
         _commit_op("commit-small", {"state": b'{"turn": 2}', "g": os.urandom(3000)}),
         _commit_op("commit-chunked", {"m": os.urandom(3 * CHUNK + 11), "state": b"{}"}),
@@ -298,6 +706,25 @@ def operations() -> list[Operation]:
         _gc_op(),
         _export_op(),
         _migrate_op(),
+        _sealed_commit_op(
+            "commit-sealed",
+            {
+                "state.json": _secret("sealed-state", 1800),
+                "notes.txt": _secret("sealed-notes", 9000),
+            },
+        ),
+        _sealed_commit_op(
+            "commit-sealed-cdc",
+            {
+                # content-defined chunks, cut in memory and written inside the commit
+                "messages.json": _secret("sealed-messages", 160_000),
+                # over 4 MiB: staged (sealed) in the large tier before the commit
+                "archive.txt": _secret("sealed-archive", 4 * 1024 * 1024 + 5000),
+            },
+        ),
+        _rotate_op(),
+        _shred_op("shred-key", namespaces=True),
+        _shred_op("shred-key-unused", namespaces=False),
     ]
 
 
@@ -350,17 +777,29 @@ def sweep_point(
         return
     totals.acked += int(acked)
     totals.failed += int(not acked)
-    states = {"reopened": _observe(op, path, ctx)}
+    raw: dict[str, list[str]] = {}
+
+    def observe(observer: str, image: Path, after_ack: bool) -> None:
+        # The raw bytes first: opening an image may checkpoint its WAL away.
+        if op.raw_check is not None:
+            raw[observer] = op.raw_check(image, ctx, after_ack)
+        states[observer] = _observe(op, image, ctx)
+
+    states: dict[str, str] = {}
+    # What the operation left once it returned: acknowledged or not, it is complete.
+    observe("reopened", path, acked)
     vfs.power_image(path, case / "final-power")
-    for image in ("crash", "power"):
+    for image in ("crash", "power"):  # taken when the fault fired: the operation was midway
         copied = copy_image(case / "images" / image, path.name, case / f"check-{image}")
         if copied is not None:
-            states[image] = _observe(op, copied, ctx)
+            observe(image, copied, False)
             totals.images_checked += 1
     final = copy_image(case / "final-power", path.name, case / "check-final-power")
     if final is not None:
-        states["final-power"] = _observe(op, final, ctx)
+        observe("final-power", final, acked)
         totals.images_checked += 1
+    for observer, problems in raw.items():
+        totals.violations.extend(f"{label}: {observer}: {problem}" for problem in problems)
     for observer, observed in states.items():
         if observed not in ("old", "new"):
             totals.violations.append(f"{label}: {observer} is {observed}")
@@ -381,8 +820,12 @@ def sweep_point(
     shutil.rmtree(case, ignore_errors=True)
 
 
-def run_sweep(quick: bool, only: str | None = None) -> dict[str, Any]:
-    """Run the sweep; returns the figures (and violations)."""
+def run_sweep(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
+    """Run the sweep (``only``: these operations); returns the figures (and violations)."""
+    known = [op.name for op in operations()]
+    unknown = sorted(set(only or ()) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown operation(s) {unknown}; known: {', '.join(known)}")
     vfs = FaultVFS(f"fault-sweep-{os.getpid()}")
     workdir = Path(tempfile.mkdtemp(prefix="ckptdb-fault-sweep-"))
     per_op: dict[str, dict[str, Any]] = {}
@@ -390,20 +833,38 @@ def run_sweep(quick: bool, only: str | None = None) -> dict[str, Any]:
     started = time.monotonic()
     try:
         for op in operations():
-            if only and op.name != only:
+            if only and op.name not in only:
                 continue
             before = Totals(**{k: getattr(totals, k) for k in ("points", "acked", "failed")})
+            if op.selftest is not None:
+                op.selftest()
             counts_dir = workdir / f"count-{op.name}"
             counts_dir.mkdir()
-            ctx = op.setup(counts_dir / "db.ckpt", vfs.name)
-            with vfs.armed(vfs.count_calls()) as counter:
-                op.run(counts_dir / "db.ckpt", vfs.name, ctx)
+            counted = counts_dir / "db.ckpt"
+            ctx = op.setup(counted, vfs.name)
+            with vfs.armed(vfs.count_calls(), watch=[counted]) as counter:
+                op.run(counted, vfs.name, ctx)
             counts = dict(counter.counts)
             combos = [
                 (k, e, p)
                 for k in OPS
                 for e, p in (("ioerr", False), ("full", False), ("ioerr", True))
             ]
+            # The unfaulted run, as it left the file and as a power loss right after its
+            # acknowledgement would (each file as of its last sync), shows the new state.
+            vfs.power_image(counted, counts_dir / "power")
+            power = copy_image(counts_dir / "power", counted.name, counts_dir / "check-power")
+            for observer, image in (("unfaulted", counted), ("unfaulted power-loss", power)):
+                assert image is not None
+                if op.raw_check is not None:
+                    totals.violations.extend(
+                        f"{op.name} {observer}: {problem}"
+                        for problem in op.raw_check(image, ctx, True)
+                    )
+                seen = _observe(op, image, ctx)
+                if seen != "new":
+                    totals.violations.append(f"{op.name} {observer}: shows {seen}")
+                totals.images_checked += observer != "unfaulted"
             for kind, error, persistent in combos:
                 total = counts[kind]
                 if not total:
@@ -442,12 +903,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--only",
-        help="one operation (commit-small, commit-chunked, commit-cdc, commit-group, gc,"
-        " export, migrate)",
+        help="operations, comma-separated: " + ", ".join(op.name for op in operations()),
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = run_sweep(args.quick, args.only)
+    result = run_sweep(args.quick, args.only.split(",") if args.only else None)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -210,9 +210,18 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
                 report = gc.drop_namespace(store, name, force=True, dry_run=False)
                 checkpoints_deleted += report.checkpoints_deleted
                 dropped.append(name)
-        # 3. Staged or orphaned records of the scope, then the receipt.
+        # 3. Staged or orphaned records of the scope.
         with conn.write_transaction():
             blobs_deleted, chunks_deleted = blobs.delete_scope_records(conn, row.scope_id)
+        # 4. Overwritten pages reach the file and the WAL is emptied, so no earlier frame
+        # with the wrapped key or the scope's bytes stays on disk in the WAL.
+        gc.reclaim(conn)
+        conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
+        # 5. The receipt, as the first transaction of the emptied WAL: SQLite does not sync
+        # the WAL after truncating it, so until this commit's fsync a power loss could bring
+        # back the WAL as of its last sync -- old frames, the wrapped key's among them. What
+        # a power loss can bring back from now on is this transaction's frames alone.
+        with conn.write_transaction():
             receipt_id = receipts.store_receipt(
                 conn,
                 "shred_key",
@@ -228,9 +237,6 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
                 checkpoint_id=None,
                 at_ms=now,
             )
-        # 4. Overwritten pages reach the file and the WAL is emptied, so no earlier frame
-        # with the wrapped key or the scope's bytes stays on disk in the WAL.
-        gc.reclaim(conn)
         conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
         wal = handle.path + "-wal"
         truncated = not conn.litestream_managed() and (

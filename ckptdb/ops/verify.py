@@ -82,6 +82,37 @@ class _Scopes:
             return None
 
 
+def _key_scopes(conn: Connection, keyring: Keyring, report: _Report) -> None:
+    """Every key scope: a key the host gave for it opens its stored wrapped data key (else
+    no read of the scope can succeed: a wrong key, or an altered row -- the wrap binds key
+    id, prefix, generation and scope id); its namespaces lie under its prefix; and every
+    namespace under its prefix is in it."""
+    for row in keyring.rows(conn, reload=True):
+        if not row.shredded:
+            try:
+                keyring.data_key(row)  # from the stored row, never a cached unlock
+            except errors.KeyUnavailableError:
+                pass  # no key given: its sealed bytes are checked against sealed digests
+            except errors.KeyMismatchError as exc:
+                report.add("key_mismatch", f"key scope of key id {row.key_id!r}: {exc}")
+        for name in checkpoints.namespaces_of_scope(conn, row.scope_id):
+            if not row.covers(name):
+                report.add(
+                    "scope_mismatch",
+                    f"namespace {name!r} is in the key scope of key id {row.key_id!r} but "
+                    f"does not lie under its prefix {row.prefix!r}",
+                    namespace=name,
+                )
+        for name, scope_id in checkpoints.namespaces_under_prefix(conn, row.prefix):
+            if scope_id != row.scope_id:
+                report.add(
+                    "scope_mismatch",
+                    f"namespace {name!r} lies under the prefix {row.prefix!r} of key id "
+                    f"{row.key_id!r} but names key scope {scope_id!r}",
+                    namespace=name,
+                )
+
+
 def _sealed_intact(data: bytes, sealed_digest: object) -> bool:
     return isinstance(sealed_digest, bytes) and hashlib.sha256(data).digest() == sealed_digest
 
@@ -460,6 +491,7 @@ def verify_database(
             report, "checkpoints", lambda: _checkpoints(conn, bad_blobs, report, progress), 0
         )
         pointers_checked = _phase(report, "pointers", lambda: _pointers(conn, report), 0)
+        _phase(report, "key scopes", lambda: _key_scopes(conn, store.keyring, report), None)
         _phase(report, "receipts", lambda: _receipts(conn, report), None)
         _phase(report, "integrations", lambda: _integrations(conn, quick, report), None)
     now_ms = time.time_ns() // 1_000_000

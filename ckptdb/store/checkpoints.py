@@ -241,6 +241,18 @@ def count_under_prefix(conn: Connection, prefix: str) -> int:
     )
 
 
+def namespaces_under_prefix(conn: Connection, prefix: str) -> list[tuple[str, object]]:
+    """(name, stored scope_id) of every namespace whose name starts with ``prefix``."""
+    return [
+        (str(r[0]), r[1])
+        for r in conn.execute(
+            "SELECT name, scope_id FROM namespace WHERE substr(name, 1, length(?1)) = ?1"
+            " ORDER BY name",
+            (prefix,),
+        )
+    ]
+
+
 def namespaces_of_scope(conn: Connection, scope_id: int) -> list[str]:
     """Names of the namespaces in a key scope."""
     return [
