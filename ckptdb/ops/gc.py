@@ -100,9 +100,12 @@ def mark(
     namespaces: list[str] | None,
     now_ms: int,
     keep: set[str] | None = None,
+    otherwise: RetentionPolicy | None = None,
 ) -> Mark:
     """Decide which checkpoints to delete (inside the caller's read transaction).
-    ``keep`` names checkpoint ids to keep besides what the policy keeps."""
+    ``keep`` names checkpoint ids to keep besides what the policy keeps. ``otherwise``
+    applies to a namespace without a stored policy (None: keep all of it); a quota's
+    eviction passes an empty policy, so that only protection and stored policies keep."""
     by_name = checkpoints.namespaces_by_name(conn)
     if namespaces:
         missing = [n for n in namespaces if n not in by_name]
@@ -114,7 +117,7 @@ def mark(
     stored = settings.stored_policies(conn) if policy is None else {}
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in scope.items():
-        effective = policy if policy is not None else stored.get(name, stored.get("*"))
+        effective = policy if policy is not None else stored.get(name, stored.get("*", otherwise))
         if effective is not None:  # no policy at all: keep everything in that namespace
             chosen[ns_id] = effective
     if not chosen:
@@ -206,32 +209,43 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
     return out
 
 
-def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
-    """Delete one batch of checkpoints and whatever becomes unreferenced (one transaction).
+def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
+    """Delete the listed checkpoints that nothing protects, and whatever becomes
+    unreferenced, inside the caller's open write transaction (GC's sweep and a quota's
+    eviction inside a commit both go through here). Returns what was deleted.
 
     Set-based: the batch's seqs, then its candidate blobs and chunks, live in temporary
     tables and each step is one statement over them (no per-row Python, no round trip of
-    ids through Python). ``out`` is updated only once the transaction committed."""
+    ids through Python). Chunks last touched after ``cutoff_ms`` are kept (a publish in
+    flight may be staging them); a later GC collects them once they are orphans."""
+    # Re-check protection inside the transaction: CURRENT or a pin may have moved.
+    protected = _protected(conn)
+    _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
+    _temp_seqs(conn, "gc_blob", ())
+    _temp_seqs(conn, "gc_chunk", ())
+    # Candidate blobs must be listed before their entries go.
+    checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
+    deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
+    # Blobs that no remaining entry references, then their chunks.
+    checkpoints.drop_still_used(conn, "gc_blob")
+    blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
+    blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
+    chunk_count, chunk_bytes = blobs.delete_unused_chunks(
+        conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
+    )
+    return Sweep(deleted_ids, blob_count, chunk_count, blob_bytes + chunk_bytes)
+
+
+def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
+    """Delete one batch of checkpoints and whatever becomes unreferenced, in one
+    transaction of its own (:func:`delete_batch`). ``out`` is updated only once the
+    transaction committed."""
     with conn.write_transaction():
-        # Re-check protection inside the transaction: CURRENT or a pin may have moved.
-        protected = _protected(conn)
-        _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
-        _temp_seqs(conn, "gc_blob", ())
-        _temp_seqs(conn, "gc_chunk", ())
-        # Candidate blobs must be listed before their entries go.
-        checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
-        deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
-        # Blobs that no remaining entry references, then their chunks.
-        checkpoints.drop_still_used(conn, "gc_blob")
-        blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
-        blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
-        chunk_count, chunk_bytes = blobs.delete_unused_chunks(
-            conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
-        )
-    out.deleted_ids.extend(deleted_ids)
-    out.blobs += blob_count
-    out.chunks += chunk_count
-    out.bytes_freed += blob_bytes + chunk_bytes
+        done = delete_batch(conn, seqs, cutoff_ms)
+    out.deleted_ids.extend(done.deleted_ids)
+    out.blobs += done.blobs
+    out.chunks += done.chunks
+    out.bytes_freed += done.bytes_freed
 
 
 def sweep(
