@@ -8,6 +8,7 @@
 | :mod:`.receipts` | ``receipt`` |
 | :mod:`.pins` | ``pin`` |
 | :mod:`.settings` | ``setting``, ``retention`` |
+| :mod:`.quotas` | ``quota`` (and the usage reads a quota is checked against) |
 | :mod:`.migrations` | ``ckptdb_migration`` (and ``PRAGMA user_version``) |
 
 Writes to a table happen only in its module. A query may join a neighbouring table to read
@@ -17,11 +18,12 @@ its key columns (a pointer names its checkpoint by ``seq``; reading the id joins
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..connection import Connection
 from .blobs import BlobStore
 from .chunking import Chunker, FixedChunker
+from .quotas import QuotaCache
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class Store:
     conn: Connection
     chunk_size: int
     blobs: BlobStore
+    #: this connection's copy of the quota rows (see :mod:`.quotas`): a store lives as
+    #: long as its connection, and a reconnect builds a new store, so the copy is never
+    #: checked against another connection's data version
+    quotas: QuotaCache = field(default_factory=QuotaCache, compare=False, repr=False)
 
     @classmethod
     def on(cls, conn: Connection, chunk_size: int, chunker: Chunker | None = None) -> Store:
