@@ -215,29 +215,44 @@ def list_quotas(store: Store) -> list[models.Quota]:
 
 @dataclass(frozen=True)
 class _Usage:
+    """What a quota counts; ``logical_bytes`` is None when the quota has no byte limit
+    (then it is not read: summing sizes costs a row read per checkpoint)."""
+
     checkpoints: int
-    logical_bytes: int
+    logical_bytes: int | None
 
     def over(self, rule: QuotaRow) -> tuple[str, int, int] | None:
         """(limit name, limit, usage) of the first limit of ``rule`` this usage passes."""
         if rule.max_checkpoints is not None and self.checkpoints > rule.max_checkpoints:
             return "max_checkpoints", rule.max_checkpoints, self.checkpoints
-        if rule.max_bytes is not None and self.logical_bytes > rule.max_bytes:
+        if (
+            rule.max_bytes is not None
+            and self.logical_bytes is not None
+            and self.logical_bytes > rule.max_bytes
+        ):
             return "max_bytes", rule.max_bytes, self.logical_bytes
         return None
 
     def value(self, limit: str) -> int:
         """The figure a limit counts."""
-        return self.checkpoints if limit == "max_checkpoints" else self.logical_bytes
+        if limit == "max_checkpoints":
+            return self.checkpoints
+        return self.logical_bytes or 0
 
-    def body(self) -> dict[str, int]:
+    def minus(self, total_size: int) -> _Usage:
+        """This usage without one checkpoint of ``total_size`` bytes."""
+        size = None if self.logical_bytes is None else self.logical_bytes - total_size
+        return _Usage(self.checkpoints - 1, size)
+
+    def body(self) -> dict[str, int | None]:
         return {"checkpoints": self.checkpoints, "logical_bytes": self.logical_bytes}
 
 
 def _usage(conn: Connection, rule: QuotaRow, namespace_id: int) -> _Usage:
+    with_bytes = rule.max_bytes is not None
     if rule.applies_to == "each":
-        return _Usage(*quotas.namespace_usage(conn, namespace_id))
-    return _Usage(*quotas.prefix_usage(conn, rule.prefix))
+        return _Usage(*quotas.namespace_usage(conn, namespace_id, with_bytes=with_bytes))
+    return _Usage(*quotas.prefix_usage(conn, rule.prefix, with_bytes=with_bytes))
 
 
 def _scope(rule: QuotaRow, namespace: str) -> str:
@@ -313,15 +328,13 @@ def _evict(
     )
     evictable = set(marked.doomed)
     chosen: list[int] = []
-    count, size = usage.checkpoints, usage.logical_bytes
+    left = usage
     for _created, seq, total_size, _id in quotas.checkpoint_ages(conn, sorted(scope.values())):
-        if _Usage(count, size).over(rule) is None:
+        if left.over(rule) is None:
             break
         if seq in evictable:
             chosen.append(seq)
-            count -= 1
-            size -= total_size
-    left = _Usage(count, size)
+            left = left.minus(total_size)
     _refuse_unless_fits(rule, namespace, usage, left)
     cutoff_ms = now_ms - int(gc.DEFAULT_GRACE_SECONDS * 1000)
     swept = gc.delete_batch(conn, chosen, cutoff_ms)
