@@ -102,8 +102,9 @@ INVARIANTS: dict[str, list[str]] = {
     "blob_chunk": ["the chunk list of a chunked blob, seq 0..n-1", "owner: ckptdb/store/blobs.py"],
     "chunk": [
         "digest = sha256 of the chunk's bytes (in a key scope: HMAC-SHA256 under the"
-        " scope's address key, sealed_digest = sha256 of the stored bytes); last_touched_ms restarts GC's grace period on a"
-        " dedup hit (this small row is touched, never the bytes)",
+        " scope's address key, sealed_digest = sha256 of the stored bytes); last_touched_ms"
+        " restarts GC's grace period on a dedup hit (this small row is touched, never the"
+        " bytes)",
         "owner: ckptdb/store/blobs.py",
     ],
     "chunk_data": [
