@@ -1,7 +1,8 @@
 """Every I/O fault point (sampled in CI; all of them with tools/fault_sweep.py) of a small
-commit, a chunked commit, a GC sweep, an export and a migration: no ack for a failure; the
-live, reopened, process-crash and power-loss views all show the old or the new state,
-complete; acknowledged commits survive power loss."""
+commit, a chunked commit, a group of commits, a commit a quota evicts for, a GC sweep, an
+export and a migration: no ack for a failure; the live, reopened, process-crash and
+power-loss views all show the old or the new state, complete; acknowledged commits survive
+power loss."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
         "commit-cdc",
         "commit-chunked",
         "commit-group",
+        "commit-evict",
         "gc",
         "export",
         "migrate",
