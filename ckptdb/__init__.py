@@ -25,6 +25,7 @@ from .errors import (
     NamespaceNotFoundError,
     NotFoundError,
     NoUsableCheckpointError,
+    QuotaExceededError,
     SchemaError,
 )
 from .extension import Session
@@ -40,6 +41,7 @@ from .models import (
     PointerMove,
     Problem,
     PruneReport,
+    Quota,
     Receipt,
     VerifyReport,
 )
@@ -80,6 +82,8 @@ __all__ = [
     "PointerMove",
     "Problem",
     "PruneReport",
+    "Quota",
+    "QuotaExceededError",
     "Receipt",
     "RetentionPolicy",
     "SchemaError",
