@@ -345,6 +345,19 @@ def test_moving_back_to_a_stored_checkpoint_is_not_counted(db: ckptdb.Database) 
         db.commit("n", state(3))
 
 
+def test_the_on_publish_hook_runs_only_for_a_commit_that_stands(db: ckptdb.Database) -> None:
+    seen: list[ckptdb.CommitAck] = []
+    db.set_quota("h", max_checkpoints=2, on_exceed="evict")
+    db.set_quota("r", max_checkpoints=1)
+    for i in range(3):
+        db.commit("h", state(i), on_publish=lambda session, ack: seen.append(ack))
+    assert [len(a.evicted_ids) for a in seen] == [0, 0, 1]  # the hook sees the eviction
+    db.commit("r", state(1))
+    with pytest.raises(errors.QuotaExceededError):
+        db.commit("r", state(2), on_publish=lambda session, ack: seen.append(ack))
+    assert len(seen) == 3  # a refused commit never reached its hook
+
+
 def test_a_damaged_quota_row_is_a_typed_error(db: ckptdb.Database) -> None:
     from conftest import store_wrong_types
 
