@@ -737,10 +737,12 @@ def sql(
 @json_option
 @command
 def stats(db: str, as_json: bool) -> None:
-    """File size, WAL size, free pages, counts and deduplication ratio, then what each
-    namespace holds: checkpoints, logical bytes (what quotas count) and stored bytes (of the
-    distinct blobs and chunks it references; shared content counts in each namespace). The
-    largest namespaces are shown; --json lists every one under `usage`."""
+    """File size, WAL size, free pages, counts and deduplication ratio.
+
+    Then what each namespace holds: checkpoints, logical bytes (what quotas count) and
+    stored bytes (of the distinct blobs and chunks it references; shared content counts in
+    each namespace). The largest namespaces are shown; --json lists every one under
+    `usage`."""
     with _open(db, readonly=True) as handle:
         st = handle.stats()
     if as_json:
@@ -1212,7 +1214,7 @@ def _quota_limits(quota: Any) -> str:
 
 @main.group(cls=_GroupDbLast)
 def quota() -> None:
-    """Quotas: limits on what the namespaces under a name prefix may hold.
+    """Quotas: what the namespaces under a prefix may hold.
 
     Usage: ckptdb quota set|list|clear DB [PREFIX] [OPTIONS]. Every commit under PREFIX
     ('' = every namespace) is checked inside its transaction: one that would pass a limit
@@ -1254,9 +1256,10 @@ def quota_set(
     on_exceed: str,
     as_json: bool,
 ) -> None:
-    """Store (or replace) the quota of PREFIX ('' = every namespace); give at least one
-    limit. --json: the stored quota (prefix, applies_to, max_checkpoints, max_bytes,
-    on_exceed, updated_at)."""
+    """Store or replace the quota of PREFIX ('' = all).
+
+    Give at least one limit. --json: the stored quota (prefix, applies_to, max_checkpoints,
+    max_bytes, on_exceed, updated_at)."""
     with _open(db) as handle:
         stored = handle.set_quota(
             prefix,
@@ -1279,7 +1282,9 @@ def quota_set(
 @json_option
 @command
 def quota_list(db: str, as_json: bool) -> None:
-    """Show the stored quotas, by prefix. --json: a list of quotas."""
+    """Show the stored quotas, by prefix.
+
+    --json: a list of quotas."""
     with _open(db, readonly=True) as handle:
         stored = handle.quotas()
     if as_json:
@@ -1314,7 +1319,9 @@ def quota_list(db: str, as_json: bool) -> None:
 @json_option
 @command
 def quota_clear(db: str, prefix: str, applies_to: str, as_json: bool) -> None:
-    """Remove the quota of PREFIX. --json: prefix, applies_to, removed."""
+    """Remove the quota of PREFIX.
+
+    --json: prefix, applies_to, removed."""
     with _open(db) as handle:
         removed = handle.clear_quota(prefix, applies_to=applies_to)  # type: ignore[arg-type]
     if as_json:
@@ -1656,6 +1663,7 @@ SHORT_HELP = {
     "pin": "Pin a checkpoint: protected from GC.",
     "pins": "List pins with their checkpoints.",
     "prune": "Delete checkpoints whose metadata matches.",
+    "quota": "Set, list or clear quotas on namespace prefixes.",
     "receipts": "List stored receipts, newest first.",
     "replicate": "Replicate DB to a Litestream replica.",
     "restore": "Restore a Litestream replica into a new file.",
@@ -1663,7 +1671,7 @@ SHORT_HELP = {
     "set-current": "Move CURRENT explicitly (e.g. roll back).",
     "show": "Show the manifest of a checkpoint.",
     "sql": "Run one read-only SQL query.",
-    "stats": "Show file size, counts and deduplication.",
+    "stats": "Show sizes, counts, dedup and usage per namespace.",
     "unpin": "Remove a pin.",
     "verify": "Verify the whole database.",
 }
