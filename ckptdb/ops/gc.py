@@ -82,6 +82,12 @@ def _protected(conn: Connection) -> set[int]:
     return pointers.protected_seqs(conn) | pins.protected_seqs(conn)
 
 
+def protected_seqs(conn: Connection) -> set[int]:
+    """Every CURRENT, fallback and pinned checkpoint (seqs): what no deletion takes. A
+    quota's eviction asks this (and :func:`kept_by_stored_policies`) what it must keep."""
+    return _protected(conn)
+
+
 @dataclass
 class Mark:
     """The result of the mark phase."""
@@ -100,12 +106,9 @@ def mark(
     namespaces: list[str] | None,
     now_ms: int,
     keep: set[str] | None = None,
-    otherwise: RetentionPolicy | None = None,
 ) -> Mark:
     """Decide which checkpoints to delete (inside the caller's read transaction).
-    ``keep`` names checkpoint ids to keep besides what the policy keeps. ``otherwise``
-    applies to a namespace without a stored policy (None: keep all of it); a quota's
-    eviction passes an empty policy, so that only protection and stored policies keep."""
+    ``keep`` names checkpoint ids to keep besides what the policy keeps."""
     by_name = checkpoints.namespaces_by_name(conn)
     if namespaces:
         missing = [n for n in namespaces if n not in by_name]
@@ -117,11 +120,31 @@ def mark(
     stored = settings.stored_policies(conn) if policy is None else {}
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in scope.items():
-        effective = policy if policy is not None else stored.get(name, stored.get("*", otherwise))
+        effective = policy if policy is not None else stored.get(name, stored.get("*"))
         if effective is not None:  # no policy at all: keep everything in that namespace
             chosen[ns_id] = effective
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
+    protected = _protected(conn)
+    extra_keep = {
+        row.seq
+        for cid in sorted(keep or ())
+        if (row := checkpoints.checkpoint_by_id(conn, cid)) is not None
+    }
+    doomed: list[int] = []
+    examined = kept = 0
+    for ns_id, items in _candidates(conn, chosen).items():
+        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
+        examined += len(items)
+        gone = [c.seq for c in items if c.seq not in kept_seqs]
+        kept += len(items) - len(gone)
+        doomed.extend(gone)
+    return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
+
+
+def _candidates(conn: Connection, chosen: dict[int, RetentionPolicy]) -> dict[int, list[Candidate]]:
+    """Every stored checkpoint of the namespaces (ids) ``chosen`` gives a policy, with what
+    those policies read: the distance from CURRENT, the metadata."""
     ns_ids = sorted(chosen)
     # Walk the lineages only as deep as some policy looks (keep_last alone: its N steps).
     wanted = [p.lineage_depth() for p in chosen.values()]
@@ -129,12 +152,6 @@ def mark(
     depths = (
         checkpoints.depths_from_current(conn, ns_ids, limit=depth_limit) if depth_limit != 0 else {}
     )
-    protected = _protected(conn)
-    extra_keep = {
-        row.seq
-        for cid in sorted(keep or ())
-        if (row := checkpoints.checkpoint_by_id(conn, cid)) is not None
-    }
     with_meta = any(p.needs_metadata() for p in chosen.values())
     candidates: dict[int, list[Candidate]] = {ns: [] for ns in ns_ids}
     # One pass, positional arguments, no JSON unless a rule reads metadata: this loop runs
@@ -151,15 +168,26 @@ def mark(
                 None if meta is None else validation.metadata_from_json(meta),
             )
         )
-    doomed: list[int] = []
-    examined = kept = 0
-    for ns_id, items in candidates.items():
-        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
-        examined += len(items)
-        gone = [c.seq for c in items if c.seq not in kept_seqs]
-        kept += len(items) - len(gone)
-        doomed.extend(gone)
-    return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
+    return candidates
+
+
+def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms: int) -> set[int]:
+    """Seqs the stored retention policies keep in these namespaces (name -> id): each
+    namespace's own policy, else the database-wide one. A namespace with neither adds
+    nothing -- unlike :func:`mark`, where no policy means "keep it all" (a quota's eviction
+    asks this, together with :func:`protected_seqs`, what it must not take)."""
+    stored = settings.stored_policies(conn)
+    chosen: dict[int, RetentionPolicy] = {}
+    for name, ns_id in namespaces.items():
+        effective = stored.get(name, stored.get("*"))
+        if effective is not None:
+            chosen[ns_id] = effective
+    if not chosen:
+        return set()
+    kept: set[int] = set()
+    for ns_id, items in _candidates(conn, chosen).items():
+        kept |= kept_by_policy(chosen[ns_id], items, now_ms)
+    return kept
 
 
 def _temp_seqs(conn: Connection, table: str, seqs: Iterable[int]) -> None:

@@ -11,13 +11,14 @@ hold, and what a commit that would pass it gets:
 * ``evict``  -- the oldest checkpoints under the quota that nothing protects are deleted in
   the same transaction, oldest first (by creation time, then storage order), until the
   commit fits. Protected: every CURRENT and fallback, every pin, and whatever the stored
-  retention policy of the namespace (or the database-wide one) keeps -- the same rules GC
-  follows (:func:`ckptdb.ops.gc.mark`), with "no policy" meaning "nothing beyond the
-  protected". The deletion is GC's own (:func:`ckptdb.ops.gc.delete_batch`: checkpoints,
-  then the blobs nothing references any more, then their chunks unless touched within
-  GC's grace period, which the next ``gc`` collects). A ``quota_evict`` receipt lists what
-  went, in the same transaction. If evicting everything it may does not make room, the
-  commit is refused as above and nothing is evicted.
+  retention policy of the namespace (or the database-wide one) keeps -- GC's own rules
+  (:func:`ckptdb.ops.gc.protected_seqs`, :func:`ckptdb.ops.gc.kept_by_stored_policies`),
+  with "no policy" meaning "nothing beyond the protected". The deletion is GC's own
+  (:func:`ckptdb.ops.gc.delete_batch`: checkpoints, then the blobs nothing references any
+  more, then their chunks unless touched within GC's grace period, which the next ``gc``
+  collects). A ``quota_evict`` receipt lists what went, in the same transaction. If
+  evicting everything it may does not make room, the commit is refused as above and
+  nothing is evicted.
 
 When several quotas cover a namespace, the evicting ones run first (longest prefix first,
 ``each`` before ``total``), then every refusing one is checked against the usage that
@@ -43,7 +44,6 @@ from typing import Any, Literal
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..retention import RetentionPolicy
 from ..store import Store, quotas
 from ..store.quotas import QuotaRow
 from ..store.receipts import store_receipt
@@ -318,21 +318,21 @@ def _evict(
 ) -> tuple[gc.Sweep, _Usage]:
     """Delete the oldest unprotected checkpoints under ``rule`` until ``usage`` fits it;
     QuotaExceededError (before deleting anything) when it cannot."""
-    scope = {namespace: namespace_id} if rule.applies_to == "each" else None
-    if scope is None:
+    if rule.applies_to == "each":
+        scope = {namespace: namespace_id}
+        oldest = quotas.oldest_first(conn, namespace_id=namespace_id)
+    else:
         scope = quotas.namespaces_under(conn, rule.prefix)
-    # GC's own decision of what is kept: CURRENT, fallbacks, pins and the stored policies
-    # (a namespace without one keeps nothing else: the empty policy).
-    marked = gc.mark(
-        conn, policy=None, namespaces=sorted(scope), now_ms=now_ms, otherwise=RetentionPolicy()
-    )
-    evictable = set(marked.doomed)
+        oldest = quotas.oldest_first(conn, prefix=rule.prefix)
+    # What GC itself would never take (CURRENT, fallbacks, pins), and what the stored
+    # retention policies keep (a namespace without one keeps nothing more).
+    keep = gc.protected_seqs(conn) | gc.kept_by_stored_policies(conn, scope, now_ms)
     chosen: list[int] = []
     left = usage
-    for _created, seq, total_size, _id in quotas.checkpoint_ages(conn, sorted(scope.values())):
+    for seq, total_size in oldest:
         if left.over(rule) is None:
             break
-        if seq in evictable:
+        if seq not in keep:
             chosen.append(seq)
             left = left.minus(total_size)
     _refuse_unless_fits(rule, namespace, usage, left)

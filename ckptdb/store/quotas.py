@@ -27,6 +27,7 @@ Invariants (the SQL constraints state 1; ops/quota.py validates 2 before any wri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,22 +265,26 @@ def namespaces_under(conn: Connection, prefix: str) -> dict[str, int]:
     return out
 
 
-def checkpoint_ages(conn: Connection, namespace_ids: list[int]) -> list[tuple[int, int, int, str]]:
-    """(created_at_ms, seq, total_size, id) of every checkpoint of these namespaces, oldest
-    first (ties by seq: the order they were stored in)."""
-    out: list[tuple[int, int, int, str]] = []
-    for start in range(0, len(namespace_ids), 500):
-        part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for row in conn.execute(
-            "SELECT created_at_ms, seq, total_size, id FROM checkpoint"
-            f" WHERE namespace_id IN ({marks})",
-            part,
-        ):
-            check_types(row, (int, int, int, str), "checkpoint row")
-            out.append((row[0], row[1], row[2], row[3]))
-    out.sort()
-    return out
+def oldest_first(
+    conn: Connection, *, namespace_id: int | None = None, prefix: str | None = None
+) -> Iterator[tuple[int, int]]:
+    """(seq, total_size) of the checkpoints of one namespace (``namespace_id``) or of every
+    namespace under ``prefix``, oldest first: by creation time, then by storage order.
+    Streamed, so an eviction that needs the oldest few reads only those into Python."""
+    params: tuple[int | str, ...]
+    if namespace_id is not None:
+        where, params = "c.namespace_id = ?", (namespace_id,)
+    else:
+        under, names = _under(prefix or "")
+        where = f"c.namespace_id IN (SELECT n.namespace_id FROM namespace n WHERE {under})"
+        params = names
+    for row in conn.iterate(
+        f"SELECT c.seq, c.total_size FROM checkpoint c WHERE {where}"
+        " ORDER BY c.created_at_ms, c.seq",
+        params,
+    ):
+        check_types(row, (int, int), "checkpoint row")
+        yield row[0], row[1]
 
 
 def usage_by_namespace(conn: Connection) -> list[models.NamespaceUsage]:
