@@ -62,7 +62,10 @@ EXIT_CODES: list[tuple[type[errors.CkptdbError], int]] = [
     (errors.QueryInterruptedError, 130),
     (errors.ReplicationError, 10),
     (errors.LoadRefusedError, 15),
+    (errors.QuotaExceededError, 16),
 ]
+#: Namespaces ``ckptdb stats`` lists for people, the largest first (--json has all).
+STATS_NAMESPACES = 20
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
 EXIT_IMPORT_SKIPPED = 11
@@ -90,6 +93,8 @@ Exit status:
   14 key (a key scope's key not given, wrong, shredded, or a malformed key file)
   15 refused by your checks: the checkpoint is intact but not of the --expect'ed
      lineage, pinned to a schema newer than --accept-schema, or larger than --max-bytes
+  16 quota exceeded: the commit would pass a stored quota (`ckptdb quota`); nothing
+     was written
   130 interrupted by Ctrl-C (`ckptdb sql`)
 """
 
@@ -381,9 +386,10 @@ def commit(
     file beneath it, named by its relative path. Symlinks are refused, never followed; a
     directory walk skips DB and its -wal/-shm/-journal files. --meta values are JSON when
     they parse as JSON (turn=12 is a number), else strings. --expect-current makes it a
-    compare-and-swap (exit 4 on mismatch). --json keys: checkpoint_id, namespace, parent_id,
-    generation, pointer_revision, created, entry_count, logical_bytes, bytes_stored,
-    bytes_deduplicated, created_at.
+    compare-and-swap (exit 4 on mismatch). A stored quota can refuse it (exit 16) or evict
+    older checkpoints to make room (listed). --json keys: checkpoint_id, namespace,
+    parent_id, generation, pointer_revision, created, entry_count, logical_bytes,
+    bytes_stored, bytes_deduplicated, created_at, evicted_ids.
     """
     entries = entries_from_paths(paths, database=db)
     metadata = _parse_meta(meta_pairs, meta_json)
@@ -413,6 +419,10 @@ def commit(
         f"{_size(ack.logical_bytes)}: {_size(ack.bytes_stored)} stored, "
         f"{_size(ack.bytes_deduplicated)} deduplicated"
     )
+    if ack.evicted_ids:
+        click.echo(f"a quota evicted {len(ack.evicted_ids)} older checkpoint(s):")
+        for cid in ack.evicted_ids:
+            click.echo(f"  {cid}")
 
 
 @main.command()
@@ -717,8 +727,8 @@ def checkout(
     receipt id, and the exit status is 13 (succeeded degraded).
 
     --expect and --accept-schema refuse an intact checkpoint of another lineage or written
-    with a newer schema (exit 14); with --fallback such checkpoints are skipped like damaged
-    ones. --max-bytes refuses one that is too large (exit 14), with or without --fallback.
+    with a newer schema (exit 15); with --fallback such checkpoints are skipped like damaged
+    ones. --max-bytes refuses one that is too large (exit 15), with or without --fallback.
     """
     expect = _parse_expect(expect_pairs)
     accept = _parse_accept(accept_pairs)
@@ -835,7 +845,12 @@ def sql(
 @json_option
 @command
 def stats(db: str, as_json: bool) -> None:
-    """File size, WAL size, free pages, counts and deduplication ratio."""
+    """File size, WAL size, free pages, counts and deduplication ratio.
+
+    Then what each namespace holds: checkpoints, logical bytes (what quotas count) and
+    stored bytes (of the distinct blobs and chunks it references; shared content counts in
+    each namespace). The largest namespaces are shown; --json lists every one under
+    `usage`."""
     with _open(db, readonly=True) as handle:
         st = handle.stats()
     if as_json:
@@ -859,6 +874,18 @@ def stats(db: str, as_json: bool) -> None:
     ]
     for key, value in rows:
         click.echo(f"{key:<15} {value}")
+    if st.usage:
+        shown = sorted(st.usage, key=lambda u: (-u.logical_bytes, u.namespace))[:STATS_NAMESPACES]
+        click.echo("")
+        _table(
+            ["namespace", "checkpoints", "logical", "stored"],
+            [
+                [u.namespace, u.checkpoints, _size(u.logical_bytes), _size(u.stored_bytes)]
+                for u in shown
+            ],
+        )
+        if len(st.usage) > len(shown):
+            click.echo(f"... and {len(st.usage) - len(shown)} more namespaces (--json lists all)")
 
 
 @main.command(name="export")
@@ -1282,6 +1309,133 @@ def retention_clear(db: str, namespace: str | None, as_json: bool) -> None:
         _print_json({"scope": namespace or "*", "removed": removed})
     else:
         click.echo(("removed" if removed else "no policy for") + f" {namespace or '*'}")
+
+
+def _quota_limits(quota: Any) -> str:
+    limits = []
+    if quota.max_checkpoints is not None:
+        limits.append(f"{quota.max_checkpoints} checkpoint(s)")
+    if quota.max_bytes is not None:
+        limits.append(f"{_size(quota.max_bytes)} ({quota.max_bytes} B)")
+    return ", ".join(limits)
+
+
+@main.group(cls=_GroupDbLast)
+def quota() -> None:
+    """Quotas: what the namespaces under a prefix may hold.
+
+    Usage: ckptdb quota set|list|clear DB [PREFIX] [OPTIONS]. Every commit under PREFIX
+    ('' = every namespace) is checked inside its transaction: one that would pass a limit
+    is refused (exit 16, nothing written) or, with --on-exceed evict, the oldest
+    checkpoints under the quota that nothing protects (CURRENT, fallbacks, pins, stored
+    retention policies) are deleted to make room, with a quota_evict receipt.
+    """
+
+
+@quota.command(name="set")
+@click.argument("db")
+@click.argument("prefix")
+@click.option("--max-checkpoints", type=int, help="At most this many stored checkpoints.")
+@click.option(
+    "--max-bytes", type=int, help="At most this many logical bytes (sum of checkpoint sizes)."
+)
+@click.option(
+    "--applies-to",
+    type=click.Choice(["each", "total"]),
+    default="each",
+    show_default=True,
+    help="each: every namespace under PREFIX on its own; total: all of them together.",
+)
+@click.option(
+    "--on-exceed",
+    type=click.Choice(["refuse", "evict"]),
+    default="refuse",
+    show_default=True,
+    help="Refuse the commit, or evict the oldest unprotected checkpoints to make room.",
+)
+@json_option
+@command
+def quota_set(
+    db: str,
+    prefix: str,
+    max_checkpoints: int | None,
+    max_bytes: int | None,
+    applies_to: str,
+    on_exceed: str,
+    as_json: bool,
+) -> None:
+    """Store or replace the quota of PREFIX ('' = all).
+
+    Give at least one limit. --json: the stored quota (prefix, applies_to, max_checkpoints,
+    max_bytes, on_exceed, updated_at)."""
+    with _open(db) as handle:
+        stored = handle.set_quota(
+            prefix,
+            max_checkpoints=max_checkpoints,
+            max_bytes=max_bytes,
+            applies_to=applies_to,  # type: ignore[arg-type]
+            on_exceed=on_exceed,  # type: ignore[arg-type]
+        )
+    if as_json:
+        _print_json(stored)
+    else:
+        click.echo(
+            f"quota {stored.prefix!r} ({stored.applies_to}): at most {_quota_limits(stored)}; "
+            f"on exceed: {stored.on_exceed}"
+        )
+
+
+@quota.command(name="list")
+@click.argument("db")
+@json_option
+@command
+def quota_list(db: str, as_json: bool) -> None:
+    """Show the stored quotas, by prefix.
+
+    --json: a list of quotas."""
+    with _open(db, readonly=True) as handle:
+        stored = handle.quotas()
+    if as_json:
+        _print_json(stored)
+        return
+    _table(
+        ["prefix", "applies to", "checkpoints", "bytes", "on exceed", "updated"],
+        [
+            [
+                repr(q.prefix),
+                q.applies_to,
+                q.max_checkpoints,
+                q.max_bytes,
+                q.on_exceed,
+                _when(q.updated_at),
+            ]
+            for q in stored
+        ],
+    )
+
+
+@quota.command(name="clear")
+@click.argument("db")
+@click.argument("prefix")
+@click.option(
+    "--applies-to",
+    type=click.Choice(["each", "total"]),
+    default="each",
+    show_default=True,
+    help="Which quota of PREFIX to remove.",
+)
+@json_option
+@command
+def quota_clear(db: str, prefix: str, applies_to: str, as_json: bool) -> None:
+    """Remove the quota of PREFIX.
+
+    --json: prefix, applies_to, removed."""
+    with _open(db) as handle:
+        removed = handle.clear_quota(prefix, applies_to=applies_to)  # type: ignore[arg-type]
+    if as_json:
+        _print_json({"prefix": prefix, "applies_to": applies_to, "removed": removed})
+    else:
+        click.echo(("removed" if removed else "no") + f" quota {prefix!r} ({applies_to})")
 
 
 @main.command()
@@ -1719,6 +1873,7 @@ SHORT_HELP = {
     "pin": "Pin a checkpoint: protected from GC.",
     "pins": "List pins with their checkpoints.",
     "prune": "Delete checkpoints whose metadata matches.",
+    "quota": "Set, list or clear quotas on namespace prefixes.",
     "receipts": "List stored receipts, newest first.",
     "replicate": "Replicate DB to a Litestream replica.",
     "restore": "Restore a Litestream replica into a new file.",
@@ -1726,7 +1881,7 @@ SHORT_HELP = {
     "set-current": "Move CURRENT explicitly (e.g. roll back).",
     "show": "Show the manifest of a checkpoint.",
     "sql": "Run one read-only SQL query.",
-    "stats": "Show file size, counts and deduplication.",
+    "stats": "Show sizes, counts, dedup and usage per namespace.",
     "unpin": "Remove a pin.",
     "verify": "Verify the whole database.",
 }

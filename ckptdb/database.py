@@ -28,6 +28,7 @@ from .ops import load as load_op
 from .ops import migrate as migrate_op
 from .ops import open as open_op
 from .ops import query as query_module
+from .ops import quota as quota_op
 from .ops import refs, stats, transfer, verify
 from .ops import rollback as rollback_op
 from .ops.checkpoint import Checkpoint
@@ -761,10 +762,58 @@ class Database:
         with self._handle.use(write=True) as store:
             return gc_op.prune(store, dict(where), namespaces=scope, dry_run=dry_run)
 
+    # -- quotas -------------------------------------------------------------------------
+
+    def set_quota(
+        self,
+        prefix: str,
+        *,
+        max_checkpoints: int | None = None,
+        max_bytes: int | None = None,
+        applies_to: quota_op.AppliesTo = "each",
+        on_exceed: quota_op.OnExceed = "refuse",
+    ) -> models.Quota:
+        """Limit what the namespaces whose names start with ``prefix`` ('' = all) may hold:
+        at most ``max_checkpoints`` stored checkpoints and/or ``max_bytes`` logical bytes
+        (the sum of their total sizes), for ``each`` namespace on its own or their
+        ``total``. Replaces the quota of the same (prefix, applies_to).
+
+        Every commit under the prefix is checked inside its own transaction. One that would
+        pass the limit is refused with QuotaExceededError (``on_exceed="refuse"``, nothing
+        written), or makes room by deleting the oldest checkpoints under the quota that
+        nothing protects -- CURRENT, fallbacks, pins and what stored retention policies keep
+        -- in the same transaction, with a ``quota_evict`` receipt (``"evict"``); if that
+        cannot make room it is refused too. A limit below the present usage applies from
+        the next commit. Bad arguments raise InvalidQuotaError; see :mod:`ckptdb.ops.quota`.
+        """
+        row = quota_op.quota_row(
+            prefix,
+            max_checkpoints=max_checkpoints,
+            max_bytes=max_bytes,
+            applies_to=applies_to,
+            on_exceed=on_exceed,
+            now_ms=_now_ms(),
+        )
+        with self._handle.use(write=True) as store:
+            return quota_op.set_quota(store, row)
+
+    def clear_quota(self, prefix: str, *, applies_to: quota_op.AppliesTo = "each") -> bool:
+        """Remove the quota of (prefix, applies_to); True if there was one."""
+        text = quota_op.check_prefix(prefix)
+        scope = quota_op.check_applies_to(applies_to)
+        with self._handle.use(write=True) as store:
+            return quota_op.clear_quota(store, text, scope)
+
+    def quotas(self) -> list[models.Quota]:
+        """Stored quotas, by prefix then applies_to."""
+        with self._handle.use() as store:
+            return quota_op.list_quotas(store)
+
     # -- inspection, checkout, export and import --------------------------------------
 
     def stats(self) -> models.Stats:
-        """File size, WAL size, free pages, row counts and deduplication ratio."""
+        """File size, WAL size, free pages, row counts, deduplication ratio, and what each
+        namespace holds (checkpoints, logical and stored bytes: ``usage``)."""
         with self._handle.use() as store:
             return stats.collect(store, self.path)
 

@@ -650,3 +650,22 @@ class LoadTooLargeError(LoadRefusedError):
         super().__init__(message, checkpoint_id=checkpoint_id, size=size, max_bytes=max_bytes, **kw)
         self.size = size
         self.max_bytes = max_bytes
+
+# --- quotas (issue 14) -------------------------------------------------------------------
+
+
+class InvalidQuotaError(InvalidInputError):
+    """A quota given to ``set_quota`` / ``clear_quota`` (prefix, limits, ``applies_to``,
+    ``on_exceed``) is malformed or out of range. Nothing was written."""
+
+    code = "invalid_quota"
+
+
+class QuotaExceededError(CkptdbError):
+    """A commit would have taken a namespace (or all the namespaces under a prefix) past a
+    stored quota: refused, and nothing of that commit was written (for an ``evict`` quota:
+    not even an eviction, because evicting every unprotected checkpoint would not have made
+    room). The details name the quota, the limit and the usage the commit would have
+    reached. Not retryable as it is: raise or clear the quota, or free room first."""
+
+    code = "quota_exceeded"

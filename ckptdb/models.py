@@ -76,6 +76,12 @@ class CommitAck(_Model):
         description="when this commit was acknowledged (the checkpoint's created_at for a "
         "new checkpoint); the same name as CheckpointInfo.created_at"
     )
+    evicted_ids: list[str] = Field(
+        default_factory=list,
+        description="checkpoints an evict quota deleted in this commit's transaction to make "
+        "room for it (also listed in its quota_evict receipt); empty after an "
+        "outcome-unknown recovery, where the receipt is the record",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -267,6 +273,20 @@ class CheckoutResult(_Model):
     )
 
 
+class NamespaceUsage(_Model):
+    """What one namespace holds (the ``namespace_usage`` view): what quotas count."""
+
+    namespace: str
+    checkpoints: int = Field(description="stored checkpoints of the namespace")
+    logical_bytes: int = Field(
+        description="sum of their total sizes (what loads return; what max_bytes counts)"
+    )
+    stored_bytes: int = Field(
+        description="stored bytes of the distinct blobs and chunks they reference, after "
+        "compression; content shared with other namespaces counts in each of them"
+    )
+
+
 class Stats(_Model):
     """Sizes and counts of a database file."""
 
@@ -285,6 +305,9 @@ class Stats(_Model):
     logical_bytes: int = Field(description="sum of entry sizes over all stored checkpoints")
     stored_bytes: int = Field(description="bytes of distinct blob content actually stored")
     dedup_ratio: float = Field(description="logical_bytes / stored_bytes (1.0 = no sharing)")
+    usage: list[NamespaceUsage] = Field(
+        default_factory=list, description="per namespace, by name (the namespace_usage view)"
+    )
 
 
 class PointerConflict(_Model):
@@ -560,3 +583,22 @@ class ShredReport(_Model):
         "pages is left in it (False when readers held it, or Litestream manages the WAL)"
     )
     at: datetime
+
+
+class Quota(_Model):
+    """A stored quota: a limit on what the namespaces under ``prefix`` may hold, checked by
+    every commit under it inside the commit transaction (``Database.set_quota``)."""
+
+    prefix: str = Field(description="namespaces whose names start with this ('' = all)")
+    applies_to: Literal["each", "total"] = Field(
+        description="each: every namespace under the prefix on its own; total: all of them together"
+    )
+    max_checkpoints: int | None = Field(description="stored checkpoints allowed (None: no limit)")
+    max_bytes: int | None = Field(
+        description="logical bytes allowed (sum of checkpoint total sizes; None: no limit)"
+    )
+    on_exceed: Literal["refuse", "evict"] = Field(
+        description="refuse: the commit fails with quota_exceeded; evict: the oldest "
+        "unprotected checkpoints under the quota are deleted until the commit fits"
+    )
+    updated_at: datetime

@@ -380,8 +380,12 @@ CREATE TABLE key_scope (
 -- oldest checkpoints that nothing protects (CURRENT, fallback, pins, the stored retention
 -- policy) until the commit fits, and refuses if it still does not.
 -- Invariants (owner: ckptdb/store/quotas.py): at least one limit is set.
--- Role: canonical.
--- Invariant: at least one limit is set.
+-- Role: canonical (policy).
+-- Invariant: at least one limit is set; prefix is '' or text a namespace can start with (at
+--   most 256 characters, no control character or leading whitespace, NFC).
+-- Invariant: a namespace is under a quota when its name starts with prefix; usage =
+--   (checkpoint rows, sum of their total_size) of each namespace ('each') or of all of them
+--   ('total'), checked inside every commit transaction that stores a new checkpoint.
 -- Owner: ckptdb/store/quotas.py.
 CREATE TABLE quota (
     prefix          TEXT    NOT NULL,

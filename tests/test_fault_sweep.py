@@ -1,10 +1,11 @@
 """Every I/O fault point (sampled in CI; all of them with tools/fault_sweep.py) of a small
-commit, a chunked commit, a GC sweep, an export and a migration: no ack for a failure; the
-live, reopened, process-crash and power-loss views all show the old or the new state,
-complete; acknowledged commits survive power loss. Then the same for the write paths of
-encryption at rest: commits into a key scope (no plaintext on disk at any point),
-rotate_key (exactly one key opens the scope) and shred_key (intact or shredded; a completed
-shred leaves no wrapped key and no sealed byte on disk, after power loss too)."""
+commit, a chunked commit, a group of commits, a commit a quota evicts for, a GC sweep, an
+export and a migration: no ack for a failure; the live, reopened, process-crash and
+power-loss views all show the old or the new state, complete; acknowledged commits survive
+power loss. Then the same for the write paths of encryption at rest: commits into a key
+scope (no plaintext on disk at any point), rotate_key (exactly one key opens the scope) and
+shred_key (intact or shredded; a completed shred leaves no wrapped key and no sealed byte on
+disk, after power loss too)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ ENCRYPTION_OPS = {
 
 
 def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
-    ops = "commit-small,commit-cdc,commit-chunked,commit-group,gc,export,migrate"
+    ops = "commit-small,commit-cdc,commit-chunked,commit-group,commit-evict,gc,export,migrate"
     result: dict = run_tool("fault_sweep", "--quick", "--only", ops, tmp=tmp_path)  # type: ignore[type-arg]
     assert result["violations"] == []
     assert set(result["per_operation"]) == set(ops.split(","))

@@ -41,6 +41,14 @@ def test_bench_commit_quick(tmp_path: Path) -> None:
     assert _positive(report["small_commit"]["ckptdb_vs_fs_store"])
     large = report["large_entry"]
     assert _positive(large["ckptdb_write_MBps"], large["ckptdb_read_MBps"], large["bytes"])
+    quota = report["quota"]
+    assert set(quota["commits_per_second"]) == {
+        "none",
+        "unrelated_100",
+        "refuse_covering",
+        "evict_100",
+    } and _positive(*quota["commits_per_second"].values())
+    assert quota["checkpoints_at_end"]["evict_100"] == 100 and quota["evicting_commits"] > 0
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@
     python tools/bench_commit.py --quick         # seconds, for CI / a smoke check
     python tools/bench_commit.py --json out.json
     python tools/bench_commit.py --only threads  # group commit: 8 threads vs 1, one handle
+    python tools/bench_commit.py --only quota    # what quotas cost a small commit
 
 Small commits: 3 entries of 1 KiB with fresh content each time, durable (fsync) in all
 three contenders, measured in interleaved rounds in one run and reported as ratios:
@@ -20,6 +21,13 @@ ONE handle vs 1 thread on that handle, with group commit (the default) and witho
 (``group_commit=False``: every commit its own transaction, the behaviour before group
 commit), all four measured in interleaved rounds in one run. Also the single caller's
 median latency with and without group commit (a lone caller must pay nothing for it).
+
+Quota: the same small commits, one handle per configuration, interleaved: no quota row at
+all; 100 quotas none of which covers the namespace; a refusing quota that covers it (with a
+count and a byte limit, never reached: the namespace grows through the run); an evicting
+quota of 100 checkpoints on it (once full, every commit evicts one, the steady state of
+"keep the newest N"). Reported as commits/s, CPU time per commit (less exposed to the
+shared disk's fsync noise), and the CPU time of the check alone when nothing is evicted.
 
 Large entry: write and read of one streamed entry vs. writing the same bytes to a plain file
 with fsync and reading them back; peak RSS growth of the ckptdb process.
@@ -45,6 +53,7 @@ import apsw
 
 import ckptdb
 from ckptdb.connection import DEFAULT_PAGE_SIZE
+from ckptdb.ops import quota as quota_op
 
 ENTRY_NAMES = ("graph/snapshot.json", "ingest_roots.json", "notes.bin")
 ENTRY_SIZE = 1024
@@ -255,6 +264,85 @@ def threaded_commits(
     }
 
 
+def _check_cpu_us(db: ckptdb.Database, calls: int = 5000) -> float:
+    """CPU time of the quota check alone (``ops.quota.enforce``, as a commit to "bench"
+    runs it, inside a write transaction), when it needs to evict nothing."""
+    store = db._handle.store  # below the public API: the check is not one of its calls
+    ns_id = store.conn.scalar("SELECT namespace_id FROM namespace WHERE name = 'bench'")
+    with store.conn.write_transaction():
+        c0 = time.thread_time()
+        for _ in range(calls):
+            quota_op.enforce(store, "bench", ns_id, "0" * 64, 0)
+        return round((time.thread_time() - c0) / calls * 1e6, 2)
+
+
+def quota_commits(rounds: int, per_round: int, workdir: Path) -> dict[str, object]:
+    """Small commits under each quota configuration (see the module docstring)."""
+    setups: dict[str, Callable[[ckptdb.Database], object]] = {
+        "none": lambda db: None,
+        "unrelated_100": lambda db: [
+            db.set_quota(f"tenant-{i:03d}/", max_checkpoints=10, applies_to=kind)
+            for i in range(50)
+            for kind in ("each", "total")
+        ],
+        "refuse_covering": lambda db: db.set_quota("", max_checkpoints=10**9, max_bytes=10**15),
+        "evict_100": lambda db: db.set_quota("bench", max_checkpoints=100, on_exceed="evict"),
+    }
+    handles = {}
+    for name, setup in setups.items():
+        handles[name] = ckptdb.open(workdir / f"quota-{name}.ckpt")
+        setup(handles[name])
+    counter = [0]
+    cpu: dict[str, list[float]] = {name: [] for name in handles}
+
+    def run(name: str) -> float:
+        db = handles[name]
+        batch = [fresh_entries(2 * 10**9 + counter[0] + k) for k in range(per_round)]
+        counter[0] += per_round
+        c0 = time.thread_time()
+        t0 = time.perf_counter()
+        for entries in batch:
+            db.commit("bench", entries)
+        elapsed = time.perf_counter() - t0
+        # CPU time of this thread: what the quota work adds, with less of the shared
+        # disk's fsync noise than the wall clock (the commits are durable all the same).
+        cpu[name].append((time.thread_time() - c0) / per_round)
+        return per_round / elapsed
+
+    for name in handles:  # warm up; fills the evicting namespace past its limit
+        for _ in range(max(1, 120 // per_round + 1)):
+            run(name)
+    for values in cpu.values():
+        values.clear()
+    rates: dict[str, list[float]] = {name: [] for name in handles}
+    for _ in range(rounds):
+        for name in handles:
+            rates[name].append(run(name))
+    sizes = {name: db.stats().checkpoints for name, db in handles.items()}
+    check = {name: _check_cpu_us(db) for name, db in handles.items()}
+    evictions = len(handles["evict_100"].receipts(kind="quota_evict"))
+    for db in handles.values():
+        db.close()
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    cpu_us = {name: statistics.median(values) * 1e6 for name, values in cpu.items()}
+    return {
+        "commits_per_second": {k: round(v, 1) for k, v in med.items()},
+        "vs_none": {k: round(v / med["none"], 3) for k, v in med.items()},
+        "extra_us_per_commit": {
+            k: round(1e6 / v - 1e6 / med["none"], 1) for k, v in med.items() if k != "none"
+        },
+        "cpu_us_per_commit": {k: round(v, 1) for k, v in cpu_us.items()},
+        "extra_cpu_us_per_commit": {
+            k: round(v - cpu_us["none"], 1) for k, v in cpu_us.items() if k != "none"
+        },
+        "check_alone_cpu_us": check,
+        "checkpoints_at_end": sizes,
+        "evicting_commits": evictions,
+        "rounds": rounds,
+        "commits_per_round": per_round,
+    }
+
+
 LARGE_WORKER = r"""
 import hashlib, json, os, sys, time
 sys.path.insert(0, sys.argv[3])
@@ -348,7 +436,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temp dir)")
     parser.add_argument(
-        "--only", choices=["small", "threads", "large"], help="run one part of the benchmark"
+        "--only",
+        choices=["small", "threads", "quota", "large"],
+        help="run one part of the benchmark",
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ckptdb-bench-", dir=args.dir))
@@ -364,6 +454,12 @@ def main() -> None:
             results["threads"] = threaded_commits(
                 rounds=3 if args.quick else 7,
                 per_round=80 if args.quick else 800,
+                workdir=workdir,
+            )
+        if args.only in (None, "quota"):
+            results["quota"] = quota_commits(
+                rounds=5 if args.quick else 9,
+                per_round=50 if args.quick else 300,
                 workdir=workdir,
             )
         if args.only in (None, "large"):

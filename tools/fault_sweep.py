@@ -4,14 +4,14 @@
     python tools/fault_sweep.py --quick      # a sample of points (CI)
     python tools/fault_sweep.py --only rotate-key,shred-key --json out.json
 
-For each operation (a small, a chunked and a CDC commit, a group commit, a GC sweep, an
-export, a schema migration; in an encrypted key scope a small and a CDC commit, rotate_key,
-and shred_key of a scope with namespaces and of one without) and each kind of call (xWrite,
-xSync, xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent),
-the operation is run once to count its calls, then again with the Nth call failing, for
-N = 1 .. count. At the moment of the fault the fault VFS keeps a "process crash" image
-(files as the OS holds them) and a "power loss" image (each file as of its last successful
-sync). Then:
+For each operation (a small, a chunked and a CDC commit, a group commit, a commit that an
+evicting quota makes room for, a GC sweep, an export, a schema migration; in an encrypted
+key scope a small and a CDC commit, rotate_key, and shred_key of a scope with namespaces and
+of one without) and each kind of call (xWrite, xSync, xTruncate, xFileSize), error
+(SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the operation is run once to count
+its calls, then again with the Nth call failing, for N = 1 .. count. At the moment of the
+fault the fault VFS keeps a "process crash" image (files as the OS holds them) and a "power
+loss" image (each file as of its last successful sync). Then:
 
 * a failed operation returned no acknowledgement;
 * the live handle, a reopened handle and both images pass integrity_check and ckptdb's
@@ -126,6 +126,62 @@ def _commit_op(
             return f"mixed:{cp.id[:12]}"
 
     return Operation(name, setup, run, state)
+
+
+def _evict_op() -> Operation:
+    """A commit an evicting quota makes room for: in the commit's own transaction the oldest
+    checkpoint, its blobs and its chunks go, and a quota_evict receipt is written. Old: the
+    three checkpoints and CURRENT as before; new: the commit, the two newer ones, and the
+    receipt naming the evicted one -- never a commit without its eviction or the reverse."""
+    entries = {"m": os.urandom(2 * CHUNK + 5), "state": b"new"}
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        with _open(path, vfs) as db:
+            db.set_quota("ns", max_checkpoints=3, on_exceed="evict")
+            ids = [
+                db.commit(
+                    "ns", {"m": os.urandom(2 * CHUNK + i), "state": str(i).encode()}
+                ).checkpoint_id
+                for i in range(3)
+            ]
+        # Chunks touched more than the grace period ago: the eviction deletes them too
+        # (younger ones it leaves to the next GC).
+        raw = apsw.Connection(str(path))
+        try:
+            raw.execute("UPDATE chunk SET last_touched_ms = 0")
+        finally:
+            raw.close()
+        return {"ids": ids}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _open(path, vfs) as db:
+            ack = db.commit("ns", entries)
+        if ack.evicted_ids != ctx["ids"][:1]:
+            raise AssertionError(f"evicted {ack.evicted_ids}, not the oldest checkpoint")
+        return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        ids = ctx["ids"]
+        with _open(path) as db:
+            if not db.verify().ok:
+                return "broken:verify"
+            cp = db.current("ns")
+            assert cp is not None
+            cp.verify()
+            present = {str(r[0]) for r in db.query("SELECT id FROM checkpoint").rows}
+            receipts = db.receipts(kind="quota_evict")
+            if cp.id == ids[-1] and present == set(ids) and not receipts:
+                return "old"
+            if (
+                cp.parent_id == ids[-1]
+                and {n: cp.read(n) for n in cp.entries} == entries
+                and present == {*ids[1:], cp.id}
+                and [r.body["deleted_ids"] for r in receipts] == [ids[:1]]
+            ):
+                return "new"
+            return f"mixed:{cp.id[:12]}:{len(present)}:{len(receipts)}"
+
+    return Operation("commit-evict", setup, run, state)
 
 
 # -- gc -------------------------------------------------------------------------------------
@@ -703,6 +759,7 @@ def operations() -> list[Operation]:
             _open_cdc,
         ),
         _group_op(),
+        _evict_op(),
         _gc_op(),
         _export_op(),
         _migrate_op(),

@@ -35,6 +35,7 @@ EXPORTED_MODELS: list[type[models.BaseModel]] = [
     models.Pointer,
     models.PointerMove,
     models.Problem,
+    models.Quota,
     models.Receipt,
     models.VerifyReport,
 ]
@@ -57,6 +58,7 @@ ROLES: dict[str, str] = {
     "receipt": "record",
     "pin": "canonical",
     "retention": "canonical (policy)",
+    "quota": "canonical (policy)",
 }
 
 #: Invariants that hold in every valid file and where the code enforces them. They are the
@@ -138,7 +140,14 @@ INVARIANTS: dict[str, list[str]] = {
         " key_generation); the data key itself is never stored",
         "owner: ckptdb/store/scopes.py",
     ],
-    "quota": ["at least one limit is set", "owner: ckptdb/store/quotas.py"],
+    "quota": [
+        "at least one limit is set; prefix is '' or text a namespace can start with (at most"
+        " 256 characters, no control character or leading whitespace, NFC)",
+        "a namespace is under a quota when its name starts with prefix; usage = (checkpoint"
+        " rows, sum of their total_size) of each namespace ('each') or of all of them"
+        " ('total'), checked inside every commit transaction that stores a new checkpoint",
+        "owner: ckptdb/store/quotas.py",
+    ],
 }
 
 _CREATE = re.compile(

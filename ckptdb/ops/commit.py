@@ -19,6 +19,7 @@ from ..store.crypto import PLAINTEXT, Scope
 from ..store.receipts import store_receipt
 from ..store.rows import PointerRow
 from ..types import UNSET, Entry, _Unset
+from . import quota
 from .handle import Handle
 from .prepare import INLINE_BUDGET, PreparedEntry, prepare
 from .progress import CommitBytes
@@ -61,8 +62,10 @@ def build_ack(
     created: bool,
     stored: int,
     now_ms: int,
+    evicted_ids: list[str] | None = None,
 ) -> models.CommitAck:
-    """The acknowledgement of ``plan`` landing as ``checkpoint_id``."""
+    """The acknowledgement of ``plan`` landing as ``checkpoint_id`` (``evicted_ids``: what
+    an evicting quota deleted to make room for it)."""
     logical = sum(e.blob.size for e in plan.entries)
     # Built from values this module computed, so pydantic's validation is skipped.
     return models.CommitAck.model_construct(
@@ -77,6 +80,7 @@ def build_ack(
         bytes_stored=stored,
         bytes_deduplicated=max(logical - stored, 0),
         created_at=models.from_ms(now_ms),
+        evicted_ids=evicted_ids or [],
     )
 
 
@@ -264,7 +268,7 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         if scope_id != plan.scope.scope_id:
             _scope_changed(store, ns)
     blob_ids, stored, repaired = _ensure_blobs(store, plan, now_ms)
-    seq, _ = checkpoints.insert(
+    seq, inserted = checkpoints.insert(
         conn,
         checkpoint_id=checkpoint_id,
         namespace_id=namespace_id,
@@ -290,7 +294,13 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         reason=plan.reason,
         now_ms=now_ms,
     )
-    ack = build_ack(plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms)
+    # Quotas, once the new checkpoint is CURRENT (protected, like its fallback) and before
+    # the hook: a refusal raises and the transaction (or this member's savepoint) rolls back.
+    # A stored manifest CURRENT moved back to adds nothing to count.
+    evicted = quota.enforce(store, ns, namespace_id, checkpoint_id, now_ms) if inserted else []
+    ack = build_ack(
+        plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms, evicted
+    )
     if plan.on_publish is not None:
         plan.on_publish(conn, ack)
     return ack

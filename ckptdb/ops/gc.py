@@ -82,6 +82,12 @@ def _protected(conn: Connection) -> set[int]:
     return pointers.protected_seqs(conn) | pins.protected_seqs(conn)
 
 
+def protected_seqs(conn: Connection) -> set[int]:
+    """Every CURRENT, fallback and pinned checkpoint (seqs): what no deletion takes. A
+    quota's eviction asks this (and :func:`kept_by_stored_policies`) what it must keep."""
+    return _protected(conn)
+
+
 @dataclass
 class Mark:
     """The result of the mark phase."""
@@ -119,6 +125,26 @@ def mark(
             chosen[ns_id] = effective
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
+    protected = _protected(conn)
+    extra_keep = {
+        row.seq
+        for cid in sorted(keep or ())
+        if (row := checkpoints.checkpoint_by_id(conn, cid)) is not None
+    }
+    doomed: list[int] = []
+    examined = kept = 0
+    for ns_id, items in _candidates(conn, chosen).items():
+        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
+        examined += len(items)
+        gone = [c.seq for c in items if c.seq not in kept_seqs]
+        kept += len(items) - len(gone)
+        doomed.extend(gone)
+    return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
+
+
+def _candidates(conn: Connection, chosen: dict[int, RetentionPolicy]) -> dict[int, list[Candidate]]:
+    """Every stored checkpoint of the namespaces (ids) ``chosen`` gives a policy, with what
+    those policies read: the distance from CURRENT, the metadata."""
     ns_ids = sorted(chosen)
     # Walk the lineages only as deep as some policy looks (keep_last alone: its N steps).
     wanted = [p.lineage_depth() for p in chosen.values()]
@@ -126,12 +152,6 @@ def mark(
     depths = (
         checkpoints.depths_from_current(conn, ns_ids, limit=depth_limit) if depth_limit != 0 else {}
     )
-    protected = _protected(conn)
-    extra_keep = {
-        row.seq
-        for cid in sorted(keep or ())
-        if (row := checkpoints.checkpoint_by_id(conn, cid)) is not None
-    }
     with_meta = any(p.needs_metadata() for p in chosen.values())
     candidates: dict[int, list[Candidate]] = {ns: [] for ns in ns_ids}
     # One pass, positional arguments, no JSON unless a rule reads metadata: this loop runs
@@ -148,15 +168,26 @@ def mark(
                 None if meta is None else validation.metadata_from_json(meta),
             )
         )
-    doomed: list[int] = []
-    examined = kept = 0
-    for ns_id, items in candidates.items():
-        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
-        examined += len(items)
-        gone = [c.seq for c in items if c.seq not in kept_seqs]
-        kept += len(items) - len(gone)
-        doomed.extend(gone)
-    return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
+    return candidates
+
+
+def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms: int) -> set[int]:
+    """Seqs the stored retention policies keep in these namespaces (name -> id): each
+    namespace's own policy, else the database-wide one. A namespace with neither adds
+    nothing -- unlike :func:`mark`, where no policy means "keep it all" (a quota's eviction
+    asks this, together with :func:`protected_seqs`, what it must not take)."""
+    stored = settings.stored_policies(conn)
+    chosen: dict[int, RetentionPolicy] = {}
+    for name, ns_id in namespaces.items():
+        effective = stored.get(name, stored.get("*"))
+        if effective is not None:
+            chosen[ns_id] = effective
+    if not chosen:
+        return set()
+    kept: set[int] = set()
+    for ns_id, items in _candidates(conn, chosen).items():
+        kept |= kept_by_policy(chosen[ns_id], items, now_ms)
+    return kept
 
 
 def _temp_seqs(conn: Connection, table: str, seqs: Iterable[int]) -> None:
@@ -206,32 +237,43 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
     return out
 
 
-def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
-    """Delete one batch of checkpoints and whatever becomes unreferenced (one transaction).
+def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
+    """Delete the listed checkpoints that nothing protects, and whatever becomes
+    unreferenced, inside the caller's open write transaction (GC's sweep and a quota's
+    eviction inside a commit both go through here). Returns what was deleted.
 
     Set-based: the batch's seqs, then its candidate blobs and chunks, live in temporary
     tables and each step is one statement over them (no per-row Python, no round trip of
-    ids through Python). ``out`` is updated only once the transaction committed."""
+    ids through Python). Chunks last touched after ``cutoff_ms`` are kept (a publish in
+    flight may be staging them); a later GC collects them once they are orphans."""
+    # Re-check protection inside the transaction: CURRENT or a pin may have moved.
+    protected = _protected(conn)
+    _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
+    _temp_seqs(conn, "gc_blob", ())
+    _temp_seqs(conn, "gc_chunk", ())
+    # Candidate blobs must be listed before their entries go.
+    checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
+    deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
+    # Blobs that no remaining entry references, then their chunks.
+    checkpoints.drop_still_used(conn, "gc_blob")
+    blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
+    blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
+    chunk_count, chunk_bytes = blobs.delete_unused_chunks(
+        conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
+    )
+    return Sweep(deleted_ids, blob_count, chunk_count, blob_bytes + chunk_bytes)
+
+
+def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
+    """Delete one batch of checkpoints and whatever becomes unreferenced, in one
+    transaction of its own (:func:`delete_batch`). ``out`` is updated only once the
+    transaction committed."""
     with conn.write_transaction():
-        # Re-check protection inside the transaction: CURRENT or a pin may have moved.
-        protected = _protected(conn)
-        _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
-        _temp_seqs(conn, "gc_blob", ())
-        _temp_seqs(conn, "gc_chunk", ())
-        # Candidate blobs must be listed before their entries go.
-        checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
-        deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
-        # Blobs that no remaining entry references, then their chunks.
-        checkpoints.drop_still_used(conn, "gc_blob")
-        blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
-        blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
-        chunk_count, chunk_bytes = blobs.delete_unused_chunks(
-            conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
-        )
-    out.deleted_ids.extend(deleted_ids)
-    out.blobs += blob_count
-    out.chunks += chunk_count
-    out.bytes_freed += blob_bytes + chunk_bytes
+        done = delete_batch(conn, seqs, cutoff_ms)
+    out.deleted_ids.extend(done.deleted_ids)
+    out.blobs += done.blobs
+    out.chunks += done.chunks
+    out.bytes_freed += done.bytes_freed
 
 
 def sweep(

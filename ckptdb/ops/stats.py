@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import models
-from ..store import Store, blobs, checkpoints, pointers
+from ..store import Store, blobs, checkpoints, pointers, quotas
 
 
 def _size(path: str) -> int:
@@ -32,6 +32,7 @@ def collect(store: Store, path: str) -> models.Stats:
         page_count = int(conn.pragma("page_count"))
         free_pages = int(conn.pragma("freelist_count"))
         version = int(conn.pragma("user_version"))
+        usage = quotas.usage_by_namespace(conn)
     n_namespaces, n_checkpoints, n_blobs, n_chunks, logical, inline, chunked = counts
     stored = inline + chunked
     return models.Stats(
@@ -50,4 +51,5 @@ def collect(store: Store, path: str) -> models.Stats:
         logical_bytes=logical,
         stored_bytes=stored,
         dedup_ratio=round(logical / stored, 3) if stored else 1.0,
+        usage=usage,
     )

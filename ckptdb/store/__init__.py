@@ -8,6 +8,7 @@
 | :mod:`.receipts` | ``receipt`` |
 | :mod:`.pins` | ``pin`` |
 | :mod:`.settings` | ``setting``, ``retention`` |
+| :mod:`.quotas` | ``quota`` (and the usage reads a quota is checked against) |
 | :mod:`.migrations` | ``ckptdb_migration`` (and ``PRAGMA user_version``) |
 | :mod:`.scopes` | ``key_scope`` (and the keyring that unlocks scopes) |
 
@@ -18,11 +19,12 @@ its key columns (a pointer names its checkpoint by ``seq``; reading the id joins
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..connection import Connection
 from .blobs import BlobStore
 from .chunking import Chunker, FixedChunker
+from .quotas import QuotaCache
 from .scopes import Keyring
 
 
@@ -33,6 +35,10 @@ class Store:
     conn: Connection
     chunk_size: int
     blobs: BlobStore
+    #: this connection's copy of the quota rows (see :mod:`.quotas`): a store lives as
+    #: long as its connection, and a reconnect builds a new store, so the copy is never
+    #: checked against another connection's data version
+    quotas: QuotaCache = field(default_factory=QuotaCache, compare=False, repr=False)
 
     @classmethod
     def on(
