@@ -23,6 +23,17 @@ sqlite3 default, which SqliteSaver uses; ckptdb's default). Reported per workloa
 * for ckptdb, the file size after ``prune(keep_latest)``, next to the bytes the kept
   checkpoint holds and the size of an empty saver file.
 
+The ``threads`` workload is a server's: ``--threads`` (default 64) Python threads in one
+process share one saver, each putting a chain of ``--thread-steps`` checkpoints of the
+100 KB state on a LangGraph thread of its own. Reported: total puts/s of each saver, the
+ratio, and the p50/p99 latency of a put (SqliteSaver serializes its puts behind one lock
+and one connection; CkptdbSaver's ride ckptdb's group commit).
+
+The ``copy`` workload builds one thread of ``--copy-steps`` checkpoints (default 10,000,
+1 KB state) with CkptdbSaver and times ``copy_thread`` of it, with the blob bytes stored
+before and after (a fork must copy none) and a check that the copy reads back. SqliteSaver
+3.x has no ``copy_thread``, so this one is absolute.
+
 The ``chat`` workload is a real compiled LangGraph ``StateGraph`` whose ``messages``
 channel uses ``add_messages``: per turn one user message in and one assistant message out
 (~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run once
@@ -48,6 +59,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -259,6 +271,121 @@ def bench_workload(
     return out
 
 
+# --- many threads, one saver -------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_threads(
+    contender: Contender, chains: list[list[tuple[Checkpoint, dict[str, str]]]]
+) -> dict[str, Any]:
+    """Every chain put by its own Python thread on its own LangGraph thread, all sharing the
+    contender's saver; returns total puts/s and per-put latencies."""
+    saver = contender.saver
+    latencies: list[list[float]] = [[] for _ in chains]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(chains) + 1)
+
+    def worker(i: int) -> None:
+        config: Any = {"configurable": {"thread_id": f"t{i}", "checkpoint_ns": ""}}
+        mine = latencies[i]
+        barrier.wait()
+        try:
+            for step, (checkpoint, new_versions) in enumerate(chains[i]):
+                metadata: Any = {"source": "loop", "step": step, "parents": {}}
+                t0 = time.perf_counter()
+                config = saver.put(config, checkpoint, metadata, new_versions)
+                mine.append(time.perf_counter() - t0)
+        except BaseException as exc:  # reported below: a benchmark must not hide failures
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(len(chains))]
+    for w in workers:
+        w.start()
+    gc.collect()
+    barrier.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    every = [x for per in latencies for x in per]
+    return {
+        "puts_per_s": len(every) / wall,
+        "p50_put_ms": _percentile(every, 0.50) * 1e3,
+        "p99_put_ms": _percentile(every, 0.99) * 1e3,
+        "max_put_ms": max(every) * 1e3,
+    }
+
+
+def bench_threads(
+    n_threads: int, steps: int, rounds: int, directory: Path, per_channel: int = 10_000
+) -> dict[str, Any]:
+    chains = [make_steps(per_channel, steps, seed=100 + i) for i in range(n_threads)]
+    runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "ckptdb": []}
+    for r in range(rounds):
+        order = ["sqlite", "ckptdb"] if r % 2 == 0 else ["ckptdb", "sqlite"]
+        for who in order:
+            contender = Contender(who, directory, f"threads-{r}")
+            try:
+                runs[who].append(run_threads(contender, chains))
+            finally:
+                contender.close()
+    out: dict[str, Any] = {
+        "threads": n_threads,
+        "steps_per_thread": steps,
+        "state_bytes": per_channel * CHANNELS,
+    }
+    for who, results in runs.items():
+        out[who] = {
+            key: statistics.median(r[key] for r in results)
+            for key in ("puts_per_s", "p50_put_ms", "p99_put_ms", "max_put_ms")
+        }
+        out[who]["puts_per_s_rounds"] = [r["puts_per_s"] for r in results]
+    out["put_ratio"] = out["ckptdb"]["puts_per_s"] / out["sqlite"]["puts_per_s"]
+    return out
+
+
+# --- forking a long thread ------------------------------------------------------------------
+
+
+def bench_copy(n_steps: int, directory: Path, per_channel: int = 100) -> dict[str, Any]:
+    """copy_thread of one thread of ``n_steps`` checkpoints (CkptdbSaver only)."""
+    contender = Contender("ckptdb", directory, "copy")
+    saver = contender.saver
+    assert isinstance(saver, CkptdbSaver)
+    try:
+        run_puts(contender, make_steps(per_channel, n_steps))
+        before = saver.db.stats()
+        gc.collect()
+        start = time.perf_counter()
+        saver.copy_thread("bench", "fork")
+        seconds = time.perf_counter() - start
+        after = saver.db.stats()
+        fork: Any = {"configurable": {"thread_id": "fork", "checkpoint_ns": ""}}
+        source: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+        copied = saver.get_tuple(fork)
+        original = saver.get_tuple(source)
+        assert copied is not None and original is not None
+        assert copied.checkpoint == original.checkpoint
+        assert len(list(saver.list(fork, limit=n_steps + 1))) == n_steps
+        return {
+            "checkpoints": n_steps,
+            "copy_s": seconds,
+            "blobs_before": before.blobs,
+            "blobs_after": after.blobs,
+            "stored_blob_bytes_before": before.stored_bytes,
+            "stored_blob_bytes_after": after.stored_bytes,
+            "blob_bytes_copied": after.stored_bytes - before.stored_bytes,
+        }
+    finally:
+        contender.close()
+
+
 # --- the chat workload: a real graph ---------------------------------------------------
 
 
@@ -411,12 +538,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
     parser.add_argument("--turns", type=int, default=None, help="chat turns (default 300)")
+    parser.add_argument("--threads", type=int, default=64, help="threads of the threads workload")
+    parser.add_argument(
+        "--thread-steps", type=int, default=None, help="puts per thread (default 20; quick 5)"
+    )
+    parser.add_argument(
+        "--copy-steps", type=int, default=None, help="checkpoints copied (default 10,000)"
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated subset of: 1kb,100kb,threads,copy,chat,chat_delta",
+    )
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
     args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
     n_steps = args.steps or (100 if args.quick else 1000)
     rounds = args.rounds or (1 if args.quick else 3)
     repeat = 20 if args.quick else 200
     turns = args.turns or (30 if args.quick else 300)
+    thread_steps = args.thread_steps or (5 if args.quick else 20)
+    copy_steps = args.copy_steps or (1000 if args.quick else 10_000)
     directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
     results: dict[str, Any] = {
         "command": " ".join(
@@ -429,9 +575,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results["empty_ckptdb_saver_file_bytes"] = empty_saver_bytes(directory)
         for name, per_channel in WORKLOADS.items():
-            results[name] = bench_workload(name, per_channel, n_steps, rounds, directory, repeat)
-        results["chat"] = bench_chat(turns, directory, delta=False)
-        if has_delta_channel():
+            if wanted(name):
+                results[name] = bench_workload(
+                    name, per_channel, n_steps, rounds, directory, repeat
+                )
+        if wanted("threads"):
+            results["threads"] = bench_threads(args.threads, thread_steps, rounds, directory)
+        if wanted("copy"):
+            results["copy"] = bench_copy(copy_steps, directory)
+        if wanted("chat"):
+            results["chat"] = bench_chat(turns, directory, delta=False)
+        if has_delta_channel() and wanted("chat_delta"):
             results["chat_delta"] = bench_chat(turns, directory, delta=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -445,6 +599,8 @@ def print_report(results: dict[str, Any]) -> None:
     print(f"LangGraph savers, {results['steps']} steps, {results['rounds']} interleaved round(s)")
     print(f"empty CkptdbSaver file: {results['empty_ckptdb_saver_file_bytes']:,} bytes")
     for name in WORKLOADS:
+        if name not in results:
+            continue
         r = results[name]
         s, c = r["sqlite"], r["ckptdb"]
         print(f"\n== {name} state ({r['state_bytes']:,} bytes, 10 channels, 1 changes per step)")
@@ -469,6 +625,31 @@ def print_report(results: dict[str, Any]) -> None:
             f"  of which: kept state {parts['kept_state']:,} | ckptdb pointer history + "
             f"receipts {parts['pointer_history_and_receipts']:,} | schema and empty pages "
             f"{parts['schema_and_other']:,}"
+        )
+    if "threads" in results:
+        t = results["threads"]
+        s, c = t["sqlite"], t["ckptdb"]
+        print(
+            f"\n== {t['threads']} threads, one saver, {t['steps_per_thread']} puts each "
+            f"({t['state_bytes']:,} bytes state)"
+        )
+        print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
+        print(
+            f"{'puts/s (all threads)':28}{s['puts_per_s']:>14,.0f}{c['puts_per_s']:>14,.0f}"
+            f"{t['put_ratio']:>9.2f}"
+        )
+        for key, label in (
+            ("p50_put_ms", "put p50 (ms)"),
+            ("p99_put_ms", "put p99 (ms)"),
+            ("max_put_ms", "put max (ms)"),
+        ):
+            print(f"{label:28}{s[key]:>14,.1f}{c[key]:>14,.1f}{c[key] / s[key]:>9.2f}")
+    if "copy" in results:
+        c = results["copy"]
+        print(
+            f"\n== copy_thread of {c['checkpoints']:,} checkpoints (CkptdbSaver): "
+            f"{c['copy_s']:.3f} s; blob bytes stored {c['stored_blob_bytes_before']:,} -> "
+            f"{c['stored_blob_bytes_after']:,} ({c['blob_bytes_copied']:,} copied)"
         )
     for key in ("chat", "chat_delta"):
         if key in results:
