@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from types import TracebackType
@@ -155,6 +155,21 @@ class _Encoded:
     def loaded(self, metadata: dict[str, Any]) -> Loaded:
         """The cache record, with the LangGraph metadata as committed."""
         return Loaded(json.dumps(metadata), self.checkpoint, self.values, self.blobs)
+
+    def spliced(self) -> bytes | None:
+        """The whole checkpoint as one msgpack document (see :func:`._layout.splice`)."""
+        return _spliced(self.checkpoint, self.values, self.blobs, self.blob_bytes)
+
+
+def _spliced(
+    checkpoint: _layout.Typed,
+    values: dict[str, _layout.Typed],
+    blobs: dict[str, tuple[str, str]],
+    blob_bytes: dict[str, bytes],
+) -> bytes | None:
+    """Inline values first, then blob channels: the order the per-value decoding used."""
+    parts = [*values.items(), *((ch, (t, blob_bytes[d])) for ch, (t, d) in blobs.items())]
+    return _layout.splice(checkpoint, parts)
 
 
 class SaverCore(BaseCheckpointSaver[str]):
@@ -365,6 +380,38 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._cache.put(cp.id, loaded, blobs)
         return loaded, blobs
 
+    def _content(self, ckpt_id: str) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
+        """The verified content of a ckptdb checkpoint (cached, or read and verified once)
+        and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
+        callers never share objects); None when the checkpoint no longer exists."""
+        hot = self._cache.spliced(ckpt_id)
+        if hot is not None:
+            return hot[0], lambda: self._checkpoint_of(hot[1])
+        hit = self._cache.get(ckpt_id) or self._load(ckpt_id)
+        if hit is None:
+            return None
+        loaded, blobs = hit
+        spliced = _spliced(loaded.checkpoint, loaded.values, loaded.blobs, blobs)
+        if spliced is not None:
+            self._cache.put_spliced(ckpt_id, spliced)
+            return loaded, lambda: self._checkpoint_of(spliced)
+
+        def build() -> Checkpoint:
+            checkpoint = cast(Checkpoint, self._loads(*loaded.checkpoint))
+            values = {ch: self._loads(t, d) for ch, (t, d) in loaded.values.items()}
+            for ch, (type_, digest) in loaded.blobs.items():
+                values[ch] = self._loads(type_, blobs[digest])
+            checkpoint["channel_values"] = values
+            return checkpoint
+
+        return loaded, build
+
+    def _checkpoint_of(self, spliced: bytes) -> Checkpoint:
+        checkpoint = self._loads("msgpack", spliced)
+        if not isinstance(checkpoint, dict):  # pragma: no cover - splice checks the map
+            raise errors.CorruptionError("a stored LangGraph checkpoint is not a map")
+        return cast(Checkpoint, checkpoint)
+
     def _tuples(
         self,
         s: Session,
@@ -379,27 +426,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         ckptdb checkpoints exist, one reads every pending write; content comes from the
         verified cache, or is read and verified once (then cached)."""
         present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
-        kept: builtins.list[tuple[_Row, Loaded, dict[str, bytes], dict[str, Any]]] = []
+        kept: builtins.list[tuple[_Row, Checkpoint, dict[str, Any]]] = []
         for row in rows:
             if row.ckpt_id not in present:
                 continue
-            hit = self._cache.get(row.ckpt_id) or self._load(row.ckpt_id)
-            if hit is None:
+            content = self._content(row.ckpt_id)
+            if content is None:
                 continue
-            loaded, blobs = hit
+            loaded, build = content
             metadata = json.loads(loaded.metadata)
             if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
                 continue
-            kept.append((row, loaded, blobs, metadata))
+            kept.append((row, build(), metadata))
         if writes is None:
             writes = self._writes_of(s, [k[0] for k in kept]) if kept else {}
         out: builtins.list[CheckpointTuple] = []
-        for row, loaded, blobs, metadata in kept:
-            checkpoint = cast(Checkpoint, self._loads(*loaded.checkpoint))
-            values: dict[str, Any] = {ch: self._loads(t, d) for ch, (t, d) in loaded.values.items()}
-            for ch, (type_, digest) in loaded.blobs.items():
-                values[ch] = self._loads(type_, blobs[digest])
-            checkpoint["channel_values"] = values
+        for row, checkpoint, metadata in kept:
             config: RunnableConfig = {
                 "configurable": {
                     "thread_id": thread_value if thread_value is not None else row.thread_id,
