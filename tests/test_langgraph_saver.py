@@ -485,6 +485,29 @@ def test_unchanged_channels_are_referenced_and_a_collected_blob_is_sent_again(
         assert saver.db.verify().ok
 
 
+def test_a_value_changed_in_place_is_stored_whether_or_not_its_bytes_are_cached(
+    tmp_path: Path,
+) -> None:
+    """The unchanged-channel shortcut compares the new bytes with the cached ones (no
+    hashing) or, when they are not cached, hashes them: a value of the same size that
+    changed without a version bump is stored, never referenced."""
+    with CkptdbSaver(tmp_path / "same.ckpt") as saver:
+        a, b = "a" * 3000, "b" * 3000
+        config = saver.put(cfg("t"), make_checkpoint({"big": a}), {}, {"big": 1})
+        config = saver.put(config, make_checkpoint({"big": b}), {}, {})  # no version bump
+        got = saver.get_tuple(config)
+        assert got is not None and got.checkpoint["channel_values"]["big"] == b
+        saver._cache.clear()  # the next comparison must hash
+        config = saver.put(config, make_checkpoint({"big": a}), {}, {})
+        saver._cache.clear()
+        got = saver.get_tuple(config)
+        assert got is not None and got.checkpoint["channel_values"]["big"] == a
+        before = saver.db.stats().stored_bytes
+        config = saver.put(config, make_checkpoint({"big": a, "n": 1}), {}, {})  # unchanged
+        assert saver.db.stats().stored_bytes - before < 1000
+        assert saver.db.verify().ok
+
+
 # -- damaged rows of the saver's own tables ----------------------------------------------
 
 

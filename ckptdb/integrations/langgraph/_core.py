@@ -494,9 +494,10 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         A channel value whose bytes are those this saver last stored for the channel on the
         same thread is sent as a BlobRef: ckptdb re-uses the stored blob without receiving,
-        hashing or comparing the bytes again. The decision is by content (sha256), never by
+        hashing or comparing the bytes again. The decision is by content, never by
         LangGraph's channel versions, so a caller that changes a value without bumping its
-        version is still stored exactly.
+        version is still stored exactly: equal to the bytes of that blob held in the verified
+        cache (which hash to its digest), or else by sha256.
         """
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         previous = self._channels.get(key, {})
@@ -511,11 +512,21 @@ class SaverCore(BaseCheckpointSaver[str]):
                 values[channel] = (type_, data)
                 inline[channel] = (type_, data)
                 continue
+            before = previous.get(channel)
+            if before is not None and before.size == len(data):
+                known = self._cache.blob(before.digest)
+                if known is not None and known == data:
+                    # The very bytes of a verified blob (so of its digest): no hashing.
+                    remembered[channel] = before
+                    refs[channel] = (type_, before.digest)
+                    blob_bytes[before.digest] = known
+                    values[channel] = (type_, before)
+                    continue
             ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
             remembered[channel] = ref
             refs[channel] = (type_, ref.digest)
             blob_bytes[ref.digest] = data
-            values[channel] = (type_, ref if previous.get(channel) == ref else data)
+            values[channel] = (type_, ref if before == ref else data)
         typed_body = self._dumps(body)
         entries = _layout.build_entries(typed_body, parent, values, self.inline_max)
         return entries, remembered, _Encoded(typed_body, inline, refs, blob_bytes)

@@ -32,6 +32,7 @@ envelope never names the thread, so copying a thread re-uses every blob.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ def escape(text: str, what: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
     """The ckptdb namespace holding the checkpoints of ``(thread_id, checkpoint_ns)``."""
     readable = NAMESPACE_PREFIX + escape(thread_id, "thread_id")
@@ -92,6 +94,7 @@ def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
     return HASHED_NAMESPACE_PREFIX + digest
 
 
+@functools.lru_cache(maxsize=4096)
 def channel_entry(channel: str) -> str:
     """The entry name of a channel value stored as its own blob."""
     readable = escape(channel, "channel name")
