@@ -257,9 +257,19 @@ def test_unchanged_channels_are_not_stored_again(tmp_path: Path) -> None:
         # Reads give every value back.
         tup = saver.get_tuple(cfg("t"))
         assert tup is not None and tup.checkpoint["channel_values"] == values
-        # copy_thread re-uses every blob: nothing new is stored.
+        # copy_thread re-uses every blob by reference: no byte is read or stored again.
         before = saver.db.stats().stored_bytes
-        saver.copy_thread("t", "copy")
+        from ckptdb.ops.checkpoint import Checkpoint as StoredCheckpoint
+
+        def no_read(self: Any, name: str) -> bytes:
+            raise AssertionError(f"copy_thread read the bytes of {name}")
+
+        real_read = StoredCheckpoint.read
+        StoredCheckpoint.read = no_read  # type: ignore[method-assign]
+        try:
+            saver.copy_thread("t", "copy")
+        finally:
+            StoredCheckpoint.read = real_read  # type: ignore[method-assign]
         assert saver.db.stats().stored_bytes == before
         copied = saver.get_tuple(cfg("copy"))
         assert copied is not None and copied.checkpoint["channel_values"] == values
