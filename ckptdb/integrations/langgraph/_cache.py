@@ -12,7 +12,10 @@ every hand-out, so callers never share mutable objects. Three bounded LRU maps b
 lock (a saver is shared between threads): envelopes by ckptdb checkpoint id, channel blobs
 by digest (an unchanged channel is one cache entry however many checkpoints use it), and
 -- by checkpoint id -- the whole LangGraph checkpoint spliced into one msgpack document
-(see :func:`._layout.splice`), so a hot ``get_tuple`` deserializes it in one call.
+(see :func:`._layout.splice`), so a hot ``get_tuple`` deserializes it in one call. A fourth
+map remembers pending writes whose seal (:mod:`.sealing`) held, by digest, with the sealed
+columns: a row equal to a remembered one matches its digest without hashing it again
+(``get_delta_channel_history`` re-reads every ancestor's writes on every call).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ MAX_ENVELOPES = 4096
 MAX_BLOB_BYTES = 64 * 1024 * 1024
 #: Bytes of spliced checkpoints kept (each one the size of its whole state).
 MAX_SPLICED_BYTES = 32 * 1024 * 1024
+#: Bytes of pending-write values whose seal is known to hold.
+MAX_WRITE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class VerifiedCache:
         self._blob_bytes = 0
         self._spliced: OrderedDict[str, bytes] = OrderedDict()
         self._spliced_bytes = 0
+        self._writes: OrderedDict[str, tuple[object, ...]] = OrderedDict()
+        self._write_bytes = 0
+        self.max_write_bytes = MAX_WRITE_BYTES
         self.max_envelopes = max_envelopes
         self.max_blob_bytes = max_blob_bytes
         self.max_spliced_bytes = max_spliced_bytes
@@ -107,6 +115,31 @@ class VerifiedCache:
                 _, gone = self._spliced.popitem(last=False)
                 self._spliced_bytes -= len(gone)
 
+    def sealed(self, digest: str, row: tuple[object, ...]) -> bool:
+        """Whether ``row`` (a pending write's sealed columns) equals one whose ``digest``
+        was computed or checked before -- then it matches the digest without hashing."""
+        with self._lock:
+            known = self._writes.get(digest)
+            if known is None or known != row:
+                return False
+            self._writes.move_to_end(digest)
+            return True
+
+    def put_sealed(self, digest: str, row: tuple[object, ...]) -> None:
+        """Remember that ``digest`` seals ``row`` (checked, or computed when written)."""
+        size = sum(len(v) if isinstance(v, bytes | str) else 8 for v in row)
+        if size > self.max_write_bytes // 4:
+            return
+        with self._lock:
+            if digest in self._writes:
+                self._writes.move_to_end(digest)
+                return
+            self._writes[digest] = row
+            self._write_bytes += size
+            while self._write_bytes > self.max_write_bytes and self._writes:
+                _, old = self._writes.popitem(last=False)
+                self._write_bytes -= sum(len(v) if isinstance(v, bytes | str) else 8 for v in old)
+
     def blob(self, digest: str) -> bytes | None:
         """The cached (verified) bytes of a blob, or None."""
         with self._lock:
@@ -152,3 +185,5 @@ class VerifiedCache:
             self._blob_bytes = 0
             self._spliced.clear()
             self._spliced_bytes = 0
+            self._writes.clear()
+            self._write_bytes = 0

@@ -311,6 +311,15 @@ class SaverCore(BaseCheckpointSaver[str]):
             )
         return self._pending(found)
 
+    def _check_write(self, row: tuple[Any, ...], digest: Any, where: str) -> None:
+        """:func:`.sealing.check_write`, skipped for a row equal to one whose seal held
+        before (or that this saver sealed itself)."""
+        if isinstance(digest, str) and self._cache.sealed(digest, row):
+            return
+        sealing.check_write(row, digest, self._unsealed_ok, where)
+        if isinstance(digest, str):
+            self._cache.put_sealed(digest, row)
+
     def _pending(
         self, found: Sequence[Row]
     ) -> dict[tuple[str, str, str], builtins.list[PendingWrite]]:
@@ -320,10 +329,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         for w in found:
             check_types(w[:3], (str, str, str), "pending write")
             check_types(w[3:9], _WRITE_TYPES, "pending write")
-            sealing.check_write(
+            self._check_write(
                 (w[0], w[1], w[2], w[3], w[8], w[4], w[5], w[6], w[7]),
                 w[9],
-                self._unsealed_ok,
                 f"{w[2]!r} task {w[3]!r} idx {w[8]}",
             )
             grouped.setdefault((w[0], w[1], w[2]), []).append(w[3:9])

@@ -288,10 +288,9 @@ class Maintenance(SaverCore):
                 check_types(
                     (task_id, channel, type_, value, path, idx), _WRITE_TYPES, "pending write"
                 )
-                sealing.check_write(
+                self._check_write(
                     (src, ns, cid, task_id, idx, channel, type_, value, path),
                     digest,
-                    self._unsealed_ok,
                     f"{cid!r} task {task_id!r} idx {idx}",
                 )
                 out.append(

@@ -95,7 +95,10 @@ class Writes(SaverCore):
             type_, data = self._dumps(value)
             index = WRITES_IDX_MAP.get(channel, idx)
             row = (thread_id, ns, str(checkpoint_id), str(task_id), index, channel, type_, data)
-            (replace if index < 0 else keep).append(sealing.sealed_row((*row, task_path or "")))
+            sealed = sealing.sealed_row((*row, task_path or ""))
+            (replace if index < 0 else keep).append(sealed)
+            # Sealed here from the caller's values: reading it back need not hash it again.
+            self._cache.put_sealed(sealed[9], sealed[:9])
         columns = (
             " INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
             " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
