@@ -18,7 +18,8 @@ sqlite3 default, which SqliteSaver uses; ckptdb's default). Reported per workloa
 
 * put throughput (puts/s, median of the rounds) and the ratio ckptdb / SqliteSaver;
 * get_tuple latency (newest checkpoint, and one 100 steps back) and list latency
-  (``limit=10``), median microseconds;
+  (``limit=10``), median microseconds, measured in blocks that alternate between the two
+  savers;
 * file size after the run (database + WAL, after a WAL checkpoint) and the ratio;
 * for ckptdb, the file size after ``prune(keep_latest)``, next to the bytes the kept
   checkpoint holds and the size of an empty saver file.
@@ -36,8 +37,10 @@ before and after (a fork must copy none) and a check that the copy reads back. S
 
 The ``chat`` workload is a real compiled LangGraph ``StateGraph`` whose ``messages``
 channel uses ``add_messages``: per turn one user message in and one assistant message out
-(~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run once
-per saver (interleaved order), reporting file bytes and wall time side by side; and, when
+(~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run
+``--chat-rounds`` times per saver (default 3, the order alternating), reporting file bytes
+and the median wall time side by side (the ratio is the median of the per-round ratios);
+and, when
 the installed langgraph has ``DeltaChannel``, the same graph with the channel declared as a
 ``DeltaChannel``. For ckptdb it also records every blob the saver sent to ckptdb and
 reports what storage format 2 would keep of them: the raw bytes of the distinct blobs (what
@@ -173,19 +176,39 @@ def _median_us(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def read_latencies(
-    contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]], repeat: int
-) -> dict[str, float]:
-    saver = contender.saver
+    contenders: dict[str, Contender],
+    steps: list[tuple[Checkpoint, dict[str, str]]],
+    repeat: int,
+    blocks: int = 10,
+) -> dict[str, dict[str, float]]:
+    """Median latency of each read, per contender: ``repeat`` calls each, in ``blocks``
+    blocks alternating between the contenders (so a change in the machine's load hits both
+    alike)."""
     latest: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     back = steps[max(len(steps) - 101, 0)][0]["id"]
     older: Any = {
         "configurable": {"thread_id": "bench", "checkpoint_ns": "", "checkpoint_id": back}
     }
-    assert saver.get_tuple(latest) is not None and saver.get_tuple(older) is not None
+    reads: dict[str, Callable[[BaseCheckpointSaver[Any]], Any]] = {
+        "get_tuple_latest_us": lambda s: s.get_tuple(latest),
+        "get_tuple_older_us": lambda s: s.get_tuple(older),
+        "list_limit10_us": lambda s: list(s.list(latest, limit=10)),
+    }
+    for c in contenders.values():
+        assert c.saver.get_tuple(latest) is not None and c.saver.get_tuple(older) is not None
+    times: dict[str, dict[str, list[float]]] = {who: {k: [] for k in reads} for who in contenders}
+    per_block = max(1, repeat // blocks)
+    names = list(contenders)
+    for b in range(blocks):
+        for who in names if b % 2 == 0 else names[::-1]:
+            saver = contenders[who].saver
+            for key, read in reads.items():
+                for _ in range(per_block):
+                    start = time.perf_counter()
+                    read(saver)
+                    times[who][key].append(time.perf_counter() - start)
     return {
-        "get_tuple_latest_us": _median_us(lambda: saver.get_tuple(latest), repeat),
-        "get_tuple_older_us": _median_us(lambda: saver.get_tuple(older), repeat),
-        "list_limit10_us": _median_us(lambda: list(saver.list(latest, limit=10)), repeat),
+        who: {k: statistics.median(v) * 1e6 for k, v in per.items()} for who, per in times.items()
     }
 
 
@@ -244,11 +267,12 @@ def bench_workload(
             puts[who].append(run_puts(contender, steps))
             last[who] = contender
     out: dict[str, Any] = {"state_bytes": per_channel * CHANNELS, "steps": n_steps}
+    latencies = read_latencies(last, steps, repeat)
     for who, contender in last.items():
         out[who] = {
             "puts_per_s": statistics.median(puts[who]),
             "puts_per_s_rounds": puts[who],
-            **read_latencies(contender, steps, repeat),
+            **latencies[who],
             "file_bytes": contender.file_bytes(),
         }
     ck = last["ckptdb"]
@@ -479,32 +503,28 @@ def format2_estimate(blobs: list[bytes], params: chunking.ChunkParams) -> dict[s
     }
 
 
-def bench_chat(turns: int, directory: Path, delta: bool) -> dict[str, Any]:
+def bench_chat(turns: int, directory: Path, delta: bool, rounds: int = 1) -> dict[str, Any]:
+    """The chat graph once per saver per round, the order alternating; wall time is the
+    median of the rounds (``wall_ratio`` the median of the per-round ratios), file bytes
+    those of the last round."""
     users, replies = _chat_texts(turns)
-    out: dict[str, Any] = {"turns": turns, "delta_channel": delta}
-    order = ["sqlite", "ckptdb"] if not delta else ["ckptdb", "sqlite"]
+    out: dict[str, Any] = {"turns": turns, "delta_channel": delta, "rounds": rounds}
+    walls: dict[str, list[float]] = {"sqlite": [], "ckptdb": []}
     recorder: _Recorder | None = None
-    for who in order:
-        contender = Contender(who, directory, f"chat-{'delta' if delta else 'full'}")
-        if isinstance(contender.saver, CkptdbSaver):
-            recorder = _Recorder(contender.saver)
-        graph = _chat_graph(contender.saver, delta, replies)
-        config: Any = {"configurable": {"thread_id": "chat"}}
-        gc.collect()
-        start = time.perf_counter()
-        for text in users:
-            graph.invoke({"messages": [HumanMessage(content=text)]}, config)
-        wall = time.perf_counter() - start
-        final = graph.get_state(config).values["messages"]
-        assert len(final) == 2 * turns, len(final)
-        out[who] = {
-            "wall_s": wall,
-            "file_bytes": contender.file_bytes(),
-            "checkpoints": len(list(contender.saver.list(config))),
-        }
-        contender.close()
+    for r in range(rounds):
+        first = ["sqlite", "ckptdb"] if not delta else ["ckptdb", "sqlite"]
+        for who in first if r % 2 == 0 else first[::-1]:
+            wall, sizes, rec = _chat_run(who, directory, delta, users, replies, str(r))
+            walls[who].append(wall)
+            out[who] = sizes  # the last round's
+            recorder = rec or recorder
+    for who, w in walls.items():
+        out[who]["wall_s"] = statistics.median(w)
+        out[who]["wall_s_rounds"] = w
     out["file_ratio"] = out["ckptdb"]["file_bytes"] / out["sqlite"]["file_bytes"]
-    out["wall_ratio"] = out["ckptdb"]["wall_s"] / out["sqlite"]["wall_s"]
+    out["wall_ratio"] = statistics.median(
+        c / s for s, c in zip(walls["sqlite"], walls["ckptdb"], strict=True)
+    )
     assert recorder is not None
     est = format2_estimate(recorder.blobs, chunking.DEFAULT_PARAMS)
     est["params"] = chunking.DEFAULT_PARAMS.to_settings()  # type: ignore[assignment]
@@ -516,6 +536,30 @@ def bench_chat(turns: int, directory: Path, delta: bool) -> dict[str, Any]:
             for name, p in _CHAT_PARAMS.items()
         }
     return out
+
+
+def _chat_run(
+    who: str, directory: Path, delta: bool, users: list[str], replies: list[str], tag: str
+) -> tuple[float, dict[str, Any], _Recorder | None]:
+    """One run of the chat graph on a fresh file: its wall time, the file and checkpoint
+    counts, and (for ckptdb) every blob the saver sent."""
+    contender = Contender(who, directory, f"chat-{'delta' if delta else 'full'}-{tag}")
+    recorder = _Recorder(contender.saver) if isinstance(contender.saver, CkptdbSaver) else None
+    graph = _chat_graph(contender.saver, delta, replies)
+    config: Any = {"configurable": {"thread_id": "chat"}}
+    gc.collect()
+    start = time.perf_counter()
+    for text in users:
+        graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+    wall = time.perf_counter() - start
+    final = graph.get_state(config).values["messages"]
+    assert len(final) == 2 * len(users), len(final)
+    sizes = {
+        "file_bytes": contender.file_bytes(),
+        "checkpoints": len(list(contender.saver.list(config))),
+    }
+    contender.close()
+    return wall, sizes, recorder
 
 
 _CHAT_PARAMS = {
@@ -538,6 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
     parser.add_argument("--turns", type=int, default=None, help="chat turns (default 300)")
+    parser.add_argument(
+        "--chat-rounds", type=int, default=None, help="chat runs per saver (default 3; quick 1)"
+    )
     parser.add_argument("--threads", type=int, default=64, help="threads of the threads workload")
     parser.add_argument(
         "--thread-steps", type=int, default=None, help="puts per thread (default 20; quick 5)"
@@ -563,6 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     turns = args.turns or (30 if args.quick else 300)
     thread_steps = args.thread_steps or (5 if args.quick else 20)
     copy_steps = args.copy_steps or (1000 if args.quick else 10_000)
+    chat_rounds = args.chat_rounds or (1 if args.quick else 3)
     directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
     results: dict[str, Any] = {
         "command": " ".join(
@@ -584,9 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         if wanted("copy"):
             results["copy"] = bench_copy(copy_steps, directory)
         if wanted("chat"):
-            results["chat"] = bench_chat(turns, directory, delta=False)
+            results["chat"] = bench_chat(turns, directory, delta=False, rounds=chat_rounds)
         if has_delta_channel() and wanted("chat_delta"):
-            results["chat_delta"] = bench_chat(turns, directory, delta=True)
+            results["chat_delta"] = bench_chat(turns, directory, delta=True, rounds=chat_rounds)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print_report(results)
@@ -662,7 +710,8 @@ def print_chat(key: str, r: dict[str, Any]) -> None:
     print(f"\n== chat: a compiled StateGraph, messages via {kind}, {r['turns']} turns")
     print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
     print(f"{'file bytes':28}{s['file_bytes']:>14,}{c['file_bytes']:>14,}{r['file_ratio']:>9.3f}")
-    print(f"{'wall time (s)':28}{s['wall_s']:>14.2f}{c['wall_s']:>14.2f}{r['wall_ratio']:>9.2f}")
+    label = f"wall time (s, median of {r['rounds']})"
+    print(f"{label:28}{s['wall_s']:>14.2f}{c['wall_s']:>14.2f}{r['wall_ratio']:>9.2f}")
     print(f"{'checkpoints':28}{s['checkpoints']:>14,}{c['checkpoints']:>14,}")
     p = e["params"]
     print(
