@@ -159,3 +159,29 @@ def test_the_spliced_checkpoint_decodes_like_each_value_on_its_own(tmp_path: Pat
         assert got["raw"] == b"\x00\x01" and isinstance(got["array"], bytearray)
         assert got["nested"] == serde.loads_typed(serde.dumps_typed(values["nested"]))
         assert got["k19"] == 19 and got["none"] is None
+
+
+def test_the_newest_is_read_even_when_another_saver_wrote_it(tmp_path: Path) -> None:
+    """get_tuple of the newest tries this saver's own last put first, and takes it only if
+    no newer checkpoint exists: one written since by another saver (another process) wins,
+    and so does an older one when the last put was deleted."""
+    path = tmp_path / "two-writers.ckpt"
+    with CkptdbSaver(path) as a, CkptdbSaver(ckptdb.open(path)) as b:
+        mine = _chain(a, 2)
+        hot = a.get_tuple(cfg("t"))
+        assert hot is not None and hot.config == mine[-1]
+        cp = empty_checkpoint()
+        cp["id"] = "1ef29999-0000-6000-8000-000000000000"  # sorts after a's ids
+        cp["channel_values"] = {"small": 99}
+        theirs = b.put(mine[-1], cp, {"step": 99, "source": "loop"}, {})
+        newest = a.get_tuple(cfg("t"))
+        assert newest is not None and newest.config == theirs
+        assert newest.checkpoint["channel_values"] == {"small": 99}
+        with b.db.write_session() as s:
+            s.execute("DELETE FROM lg_checkpoint WHERE checkpoint_id = ?", (cp["id"],))
+            s.execute(
+                "DELETE FROM lg_checkpoint WHERE checkpoint_id = ?",
+                (mine[-1]["configurable"]["checkpoint_id"],),
+            )
+        older = a.get_tuple(cfg("t"))
+        assert older is not None and older.config == mine[0]
