@@ -156,10 +156,6 @@ class _Encoded:
         """The cache record, with the LangGraph metadata as committed."""
         return Loaded(json.dumps(metadata), self.checkpoint, self.values, self.blobs)
 
-    def spliced(self) -> bytes | None:
-        """The whole checkpoint as one msgpack document (see :func:`._layout.splice`)."""
-        return _spliced(self.checkpoint, self.values, self.blobs, self.blob_bytes)
-
 
 def _spliced(
     checkpoint: _layout.Typed,

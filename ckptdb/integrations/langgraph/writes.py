@@ -60,10 +60,8 @@ class Writes(SaverCore):
             )
         # What was just committed is known and verified by construction (the id is the
         # digest of exactly these entries): the next get_tuple need not read it back.
+        # (Its spliced form is built by the first read: most puts are never read back.)
         self._cache.put(ack.checkpoint_id, encoded.loaded(md), encoded.blob_bytes)
-        spliced = encoded.spliced()
-        if spliced is not None:
-            self._cache.put_spliced(ack.checkpoint_id, spliced)
         if len(self._channels) > 10_000:
             self._channels.clear()
         self._channels[key] = remembered
