@@ -263,6 +263,8 @@ class Maintenance(SaverCore):
             try:
                 ack = self._copy_commit(namespace, entries, meta, parent_ck)
             except errors.BlobMissingError:
+                if self.db.existing([row.ckpt_id]):
+                    raise  # a stored manifest whose blob is missing: damage, not a race
                 continue  # collected since (by ckptdb GC): the source reads as gone too
             existing[key] = ack
             copied.append((dst, row.checkpoint_ns, row.checkpoint_id, row.parent_id, ack, run_id))
