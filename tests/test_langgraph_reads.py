@@ -116,3 +116,72 @@ def test_reads_in_another_process_see_the_same_as_the_writer(tmp_path: Path) -> 
                     b.pending_writes,
                     b.parent_config,
                 )
+
+
+def test_the_spliced_checkpoint_decodes_like_each_value_on_its_own(tmp_path: Path) -> None:
+    """One msgpack document of body + channel values decodes to what the per-value decoding
+    gives, for every kind of value the serializer writes; values it cannot splice (bytes,
+    bytearray) take the per-value path, and a cold read gives what the hot one gave."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from ckptdb.integrations.langgraph import _layout
+
+    serde = JsonPlusSerializer()
+    values: dict[str, Any] = {
+        "none": None,
+        "int": 7,
+        "text": "x" * 300,
+        "nested": {"a": [1, 2.5, {"b": None}], "c": (1, 2)},
+        "many": list(range(40)),
+        **{f"k{i}": i for i in range(20)},  # more than 15 keys: a map16 header
+    }
+    body = {"v": 4, "id": "1ef2", "channel_versions": {"int": "1"}, "versions_seen": {}}
+    typed = [(ch, serde.dumps_typed(v)) for ch, v in values.items()]
+    spliced = _layout.splice(serde.dumps_typed(body), typed)
+    assert spliced is not None
+    expected = serde.loads_typed(serde.dumps_typed(body))
+    expected["channel_values"] = {ch: serde.loads_typed(t) for ch, t in typed}
+    assert serde.loads_typed(("msgpack", spliced)) == expected
+    assert _layout.splice(serde.dumps_typed(body), [("raw", serde.dumps_typed(b"xy"))]) is None
+    assert _layout.splice(("json", b"{}"), []) is None
+
+    with CkptdbSaver(tmp_path / "splice.ckpt") as saver:
+        cp = empty_checkpoint()
+        cp["id"] = "1ef20000-0000-6000-8000-000000000000"
+        cp["channel_values"] = {**values, "raw": b"\x00\x01", "array": bytearray(b"ab")}
+        config = saver.put(cfg("t"), cp, {"source": "loop", "step": 0}, {})
+        hot = saver.get_tuple(config)
+        saver._cache.clear()
+        cold = saver.get_tuple(config)
+        assert hot is not None and cold is not None
+        assert hot.checkpoint == cold.checkpoint
+        got = hot.checkpoint["channel_values"]
+        assert got["raw"] == b"\x00\x01" and isinstance(got["array"], bytearray)
+        assert got["nested"] == serde.loads_typed(serde.dumps_typed(values["nested"]))
+        assert got["k19"] == 19 and got["none"] is None
+
+
+def test_the_newest_is_read_even_when_another_saver_wrote_it(tmp_path: Path) -> None:
+    """get_tuple of the newest tries this saver's own last put first, and takes it only if
+    no newer checkpoint exists: one written since by another saver (another process) wins,
+    and so does an older one when the last put was deleted."""
+    path = tmp_path / "two-writers.ckpt"
+    with CkptdbSaver(path) as a, CkptdbSaver(ckptdb.open(path)) as b:
+        mine = _chain(a, 2)
+        hot = a.get_tuple(cfg("t"))
+        assert hot is not None and hot.config == mine[-1]
+        cp = empty_checkpoint()
+        cp["id"] = "1ef29999-0000-6000-8000-000000000000"  # sorts after a's ids
+        cp["channel_values"] = {"small": 99}
+        theirs = b.put(mine[-1], cp, {"step": 99, "source": "loop"}, {})
+        newest = a.get_tuple(cfg("t"))
+        assert newest is not None and newest.config == theirs
+        assert newest.checkpoint["channel_values"] == {"small": 99}
+        with b.db.write_session() as s:
+            s.execute("DELETE FROM lg_checkpoint WHERE checkpoint_id = ?", (cp["id"],))
+            s.execute(
+                "DELETE FROM lg_checkpoint WHERE checkpoint_id = ?",
+                (mine[-1]["configurable"]["checkpoint_id"],),
+            )
+        older = a.get_tuple(cfg("t"))
+        assert older is not None and older.config == mine[0]

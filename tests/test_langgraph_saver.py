@@ -257,9 +257,19 @@ def test_unchanged_channels_are_not_stored_again(tmp_path: Path) -> None:
         # Reads give every value back.
         tup = saver.get_tuple(cfg("t"))
         assert tup is not None and tup.checkpoint["channel_values"] == values
-        # copy_thread re-uses every blob: nothing new is stored.
+        # copy_thread re-uses every blob by reference: no byte is read or stored again.
         before = saver.db.stats().stored_bytes
-        saver.copy_thread("t", "copy")
+        from ckptdb.ops.checkpoint import Checkpoint as StoredCheckpoint
+
+        def no_read(self: Any, name: str) -> bytes:
+            raise AssertionError(f"copy_thread read the bytes of {name}")
+
+        real_read = StoredCheckpoint.read
+        StoredCheckpoint.read = no_read  # type: ignore[method-assign]
+        try:
+            saver.copy_thread("t", "copy")
+        finally:
+            StoredCheckpoint.read = real_read  # type: ignore[method-assign]
         assert saver.db.stats().stored_bytes == before
         copied = saver.get_tuple(cfg("copy"))
         assert copied is not None and copied.checkpoint["channel_values"] == values
@@ -482,6 +492,29 @@ def test_unchanged_channels_are_referenced_and_a_collected_blob_is_sent_again(
         again = saver.put(cfg("t"), make_checkpoint({"big": big, "n": 3}), {}, {})
         got = saver.get_tuple(again)
         assert got is not None and got.checkpoint["channel_values"]["big"] == big
+        assert saver.db.verify().ok
+
+
+def test_a_value_changed_in_place_is_stored_whether_or_not_its_bytes_are_cached(
+    tmp_path: Path,
+) -> None:
+    """The unchanged-channel shortcut compares the new bytes with the cached ones (no
+    hashing) or, when they are not cached, hashes them: a value of the same size that
+    changed without a version bump is stored, never referenced."""
+    with CkptdbSaver(tmp_path / "same.ckpt") as saver:
+        a, b = "a" * 3000, "b" * 3000
+        config = saver.put(cfg("t"), make_checkpoint({"big": a}), {}, {"big": 1})
+        config = saver.put(config, make_checkpoint({"big": b}), {}, {})  # no version bump
+        got = saver.get_tuple(config)
+        assert got is not None and got.checkpoint["channel_values"]["big"] == b
+        saver._cache.clear()  # the next comparison must hash
+        config = saver.put(config, make_checkpoint({"big": a}), {}, {})
+        saver._cache.clear()
+        got = saver.get_tuple(config)
+        assert got is not None and got.checkpoint["channel_values"]["big"] == a
+        before = saver.db.stats().stored_bytes
+        config = saver.put(config, make_checkpoint({"big": a, "n": 1}), {}, {})  # unchanged
+        assert saver.db.stats().stored_bytes - before < 1000
         assert saver.db.verify().ok
 
 

@@ -126,6 +126,32 @@ def test_a_damaged_value_that_still_decodes_is_corruption(tmp_path: Path) -> Non
         assert saver.db.verify(quick=True).ok  # quick: digests are not recomputed
 
 
+def test_a_write_damaged_after_this_saver_wrote_and_read_it_is_still_caught(
+    tmp_path: Path,
+) -> None:
+    """Seals this saver computed or checked are remembered (so re-reads skip hashing), but
+    only for rows equal to what was sealed: a row damaged since is hashed and refused."""
+    path = tmp_path / "warm.ckpt"
+    with CkptdbSaver(path) as saver:
+        config = saver.put(cfg("t"), _checkpoint(0), {"step": 0}, {})
+        saver.put_writes(config, [("a", "a value that still decodes"), ("b", 7)], "task")
+        child = saver.put(config, _checkpoint(1), {"step": 1}, {})
+        for _ in range(2):  # the first read checks, the second is served from the cache
+            got = saver.get_tuple(config)
+            assert got is not None
+            assert [w[2] for w in got.pending_writes or []] == ["a value that still decodes", 7]
+            history = saver.get_delta_channel_history(config=child, channels=["a"])
+            assert [w[2] for w in history["a"]["writes"]] == ["a value that still decodes"]
+        with saver.db.read_session() as s:
+            value = s.scalar("SELECT value FROM lg_write WHERE idx = 0")
+        assert isinstance(value, bytes)
+        _sql(path, "UPDATE lg_write SET value = ? WHERE idx = 0", (value.replace(b"l", b"L"),))
+        with pytest.raises(ckptdb.CorruptionError):
+            saver.get_tuple(config)
+        with pytest.raises(ckptdb.CorruptionError):
+            saver.get_delta_channel_history(config=child, channels=["a"])
+
+
 def test_a_lost_digest_is_corruption_once_the_file_is_sealed(tmp_path: Path) -> None:
     path = tmp_path / "n.ckpt"
     _saved(path)

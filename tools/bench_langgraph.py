@@ -18,15 +18,29 @@ sqlite3 default, which SqliteSaver uses; ckptdb's default). Reported per workloa
 
 * put throughput (puts/s, median of the rounds) and the ratio ckptdb / SqliteSaver;
 * get_tuple latency (newest checkpoint, and one 100 steps back) and list latency
-  (``limit=10``), median microseconds;
+  (``limit=10``), median microseconds, measured in blocks that alternate between the two
+  savers;
 * file size after the run (database + WAL, after a WAL checkpoint) and the ratio;
 * for ckptdb, the file size after ``prune(keep_latest)``, next to the bytes the kept
   checkpoint holds and the size of an empty saver file.
 
+The ``threads`` workload is a server's: ``--threads`` (default 64) Python threads in one
+process share one saver, each putting a chain of ``--thread-steps`` checkpoints of the
+100 KB state on a LangGraph thread of its own. Reported: total puts/s of each saver, the
+ratio, and the p50/p99 latency of a put (SqliteSaver serializes its puts behind one lock
+and one connection; CkptdbSaver's ride ckptdb's group commit).
+
+The ``copy`` workload builds one thread of ``--copy-steps`` checkpoints (default 10,000,
+1 KB state) with CkptdbSaver and times ``copy_thread`` of it, with the blob bytes stored
+before and after (a fork must copy none) and a check that the copy reads back. SqliteSaver
+3.x has no ``copy_thread``, so this one is absolute.
+
 The ``chat`` workload is a real compiled LangGraph ``StateGraph`` whose ``messages``
 channel uses ``add_messages``: per turn one user message in and one assistant message out
-(~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run once
-per saver (interleaved order), reporting file bytes and wall time side by side; and, when
+(~1 KB of pseudo-English each), ``--turns`` turns (default 300; ``--quick`` 30), run
+``--chat-rounds`` times per saver (default 3, the order alternating), reporting file bytes
+and the median wall time side by side (the ratio is the median of the per-round ratios);
+and, when
 the installed langgraph has ``DeltaChannel``, the same graph with the channel declared as a
 ``DeltaChannel``. For ckptdb it also records every blob the saver sent to ckptdb and
 reports what storage format 2 would keep of them: the raw bytes of the distinct blobs (what
@@ -48,6 +62,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -139,16 +154,22 @@ class Contender:
             self.saver.close()
 
 
-def run_puts(contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]]) -> float:
-    """Put every step as a chain; returns puts per second."""
+def run_puts(
+    contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]]
+) -> tuple[float, float]:
+    """Put every step as a chain; returns puts per second and the CPU time of a put in
+    microseconds (this thread's, so the wait for fsync is left out: it tells the work a
+    put does apart from the disk, whose speed on the shared VM moves 10x between runs)."""
     config: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     saver = contender.saver
     gc.collect()
+    cpu = time.thread_time()
     start = time.perf_counter()
     for step, (checkpoint, new_versions) in enumerate(steps):
         metadata: Any = {"source": "loop", "step": step, "parents": {}}
         config = saver.put(config, checkpoint, metadata, new_versions)
-    return len(steps) / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return len(steps) / wall, (time.thread_time() - cpu) / len(steps) * 1e6
 
 
 def _median_us(fn: Callable[[], Any], repeat: int) -> float:
@@ -161,19 +182,39 @@ def _median_us(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def read_latencies(
-    contender: Contender, steps: list[tuple[Checkpoint, dict[str, str]]], repeat: int
-) -> dict[str, float]:
-    saver = contender.saver
+    contenders: dict[str, Contender],
+    steps: list[tuple[Checkpoint, dict[str, str]]],
+    repeat: int,
+    blocks: int = 10,
+) -> dict[str, dict[str, float]]:
+    """Median latency of each read, per contender: ``repeat`` calls each, in ``blocks``
+    blocks alternating between the contenders (so a change in the machine's load hits both
+    alike)."""
     latest: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     back = steps[max(len(steps) - 101, 0)][0]["id"]
     older: Any = {
         "configurable": {"thread_id": "bench", "checkpoint_ns": "", "checkpoint_id": back}
     }
-    assert saver.get_tuple(latest) is not None and saver.get_tuple(older) is not None
+    reads: dict[str, Callable[[BaseCheckpointSaver[Any]], Any]] = {
+        "get_tuple_latest_us": lambda s: s.get_tuple(latest),
+        "get_tuple_older_us": lambda s: s.get_tuple(older),
+        "list_limit10_us": lambda s: list(s.list(latest, limit=10)),
+    }
+    for c in contenders.values():
+        assert c.saver.get_tuple(latest) is not None and c.saver.get_tuple(older) is not None
+    times: dict[str, dict[str, list[float]]] = {who: {k: [] for k in reads} for who in contenders}
+    per_block = max(1, repeat // blocks)
+    names = list(contenders)
+    for b in range(blocks):
+        for who in names if b % 2 == 0 else names[::-1]:
+            saver = contenders[who].saver
+            for key, read in reads.items():
+                for _ in range(per_block):
+                    start = time.perf_counter()
+                    read(saver)
+                    times[who][key].append(time.perf_counter() - start)
     return {
-        "get_tuple_latest_us": _median_us(lambda: saver.get_tuple(latest), repeat),
-        "get_tuple_older_us": _median_us(lambda: saver.get_tuple(older), repeat),
-        "list_limit10_us": _median_us(lambda: list(saver.list(latest, limit=10)), repeat),
+        who: {k: statistics.median(v) * 1e6 for k, v in per.items()} for who, per in times.items()
     }
 
 
@@ -222,6 +263,7 @@ def bench_workload(
 ) -> dict[str, Any]:
     steps = make_steps(per_channel, n_steps)
     puts: dict[str, list[float]] = {"sqlite": [], "ckptdb": []}
+    cpus: dict[str, list[float]] = {"sqlite": [], "ckptdb": []}
     last: dict[str, Contender] = {}
     for r in range(rounds):
         order = ["sqlite", "ckptdb"] if r % 2 == 0 else ["ckptdb", "sqlite"]
@@ -229,14 +271,18 @@ def bench_workload(
             if who in last:
                 last[who].close()
             contender = Contender(who, directory, f"{name}-{r}")
-            puts[who].append(run_puts(contender, steps))
+            rate, cpu = run_puts(contender, steps)
+            puts[who].append(rate)
+            cpus[who].append(cpu)
             last[who] = contender
     out: dict[str, Any] = {"state_bytes": per_channel * CHANNELS, "steps": n_steps}
+    latencies = read_latencies(last, steps, repeat)
     for who, contender in last.items():
         out[who] = {
             "puts_per_s": statistics.median(puts[who]),
             "puts_per_s_rounds": puts[who],
-            **read_latencies(contender, steps, repeat),
+            "put_cpu_us": statistics.median(cpus[who]),
+            **latencies[who],
             "file_bytes": contender.file_bytes(),
         }
     ck = last["ckptdb"]
@@ -257,6 +303,121 @@ def bench_workload(
     for contender in last.values():
         contender.close()
     return out
+
+
+# --- many threads, one saver -------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_threads(
+    contender: Contender, chains: list[list[tuple[Checkpoint, dict[str, str]]]]
+) -> dict[str, Any]:
+    """Every chain put by its own Python thread on its own LangGraph thread, all sharing the
+    contender's saver; returns total puts/s and per-put latencies."""
+    saver = contender.saver
+    latencies: list[list[float]] = [[] for _ in chains]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(chains) + 1)
+
+    def worker(i: int) -> None:
+        config: Any = {"configurable": {"thread_id": f"t{i}", "checkpoint_ns": ""}}
+        mine = latencies[i]
+        barrier.wait()
+        try:
+            for step, (checkpoint, new_versions) in enumerate(chains[i]):
+                metadata: Any = {"source": "loop", "step": step, "parents": {}}
+                t0 = time.perf_counter()
+                config = saver.put(config, checkpoint, metadata, new_versions)
+                mine.append(time.perf_counter() - t0)
+        except BaseException as exc:  # reported below: a benchmark must not hide failures
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(len(chains))]
+    for w in workers:
+        w.start()
+    gc.collect()
+    barrier.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    every = [x for per in latencies for x in per]
+    return {
+        "puts_per_s": len(every) / wall,
+        "p50_put_ms": _percentile(every, 0.50) * 1e3,
+        "p99_put_ms": _percentile(every, 0.99) * 1e3,
+        "max_put_ms": max(every) * 1e3,
+    }
+
+
+def bench_threads(
+    n_threads: int, steps: int, rounds: int, directory: Path, per_channel: int = 10_000
+) -> dict[str, Any]:
+    chains = [make_steps(per_channel, steps, seed=100 + i) for i in range(n_threads)]
+    runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "ckptdb": []}
+    for r in range(rounds):
+        order = ["sqlite", "ckptdb"] if r % 2 == 0 else ["ckptdb", "sqlite"]
+        for who in order:
+            contender = Contender(who, directory, f"threads-{r}")
+            try:
+                runs[who].append(run_threads(contender, chains))
+            finally:
+                contender.close()
+    out: dict[str, Any] = {
+        "threads": n_threads,
+        "steps_per_thread": steps,
+        "state_bytes": per_channel * CHANNELS,
+    }
+    for who, results in runs.items():
+        out[who] = {
+            key: statistics.median(r[key] for r in results)
+            for key in ("puts_per_s", "p50_put_ms", "p99_put_ms", "max_put_ms")
+        }
+        out[who]["puts_per_s_rounds"] = [r["puts_per_s"] for r in results]
+    out["put_ratio"] = out["ckptdb"]["puts_per_s"] / out["sqlite"]["puts_per_s"]
+    return out
+
+
+# --- forking a long thread ------------------------------------------------------------------
+
+
+def bench_copy(n_steps: int, directory: Path, per_channel: int = 100) -> dict[str, Any]:
+    """copy_thread of one thread of ``n_steps`` checkpoints (CkptdbSaver only)."""
+    contender = Contender("ckptdb", directory, "copy")
+    saver = contender.saver
+    assert isinstance(saver, CkptdbSaver)
+    try:
+        run_puts(contender, make_steps(per_channel, n_steps))
+        before = saver.db.stats()
+        gc.collect()
+        start = time.perf_counter()
+        saver.copy_thread("bench", "fork")
+        seconds = time.perf_counter() - start
+        after = saver.db.stats()
+        fork: Any = {"configurable": {"thread_id": "fork", "checkpoint_ns": ""}}
+        source: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+        copied = saver.get_tuple(fork)
+        original = saver.get_tuple(source)
+        assert copied is not None and original is not None
+        assert copied.checkpoint == original.checkpoint
+        assert len(list(saver.list(fork, limit=n_steps + 1))) == n_steps
+        return {
+            "checkpoints": n_steps,
+            "copy_s": seconds,
+            "blobs_before": before.blobs,
+            "blobs_after": after.blobs,
+            "stored_blob_bytes_before": before.stored_bytes,
+            "stored_blob_bytes_after": after.stored_bytes,
+            "blob_bytes_copied": after.stored_bytes - before.stored_bytes,
+        }
+    finally:
+        contender.close()
 
 
 # --- the chat workload: a real graph ---------------------------------------------------
@@ -352,32 +513,28 @@ def format2_estimate(blobs: list[bytes], params: chunking.ChunkParams) -> dict[s
     }
 
 
-def bench_chat(turns: int, directory: Path, delta: bool) -> dict[str, Any]:
+def bench_chat(turns: int, directory: Path, delta: bool, rounds: int = 1) -> dict[str, Any]:
+    """The chat graph once per saver per round, the order alternating; wall time is the
+    median of the rounds (``wall_ratio`` the median of the per-round ratios), file bytes
+    those of the last round."""
     users, replies = _chat_texts(turns)
-    out: dict[str, Any] = {"turns": turns, "delta_channel": delta}
-    order = ["sqlite", "ckptdb"] if not delta else ["ckptdb", "sqlite"]
+    out: dict[str, Any] = {"turns": turns, "delta_channel": delta, "rounds": rounds}
+    walls: dict[str, list[float]] = {"sqlite": [], "ckptdb": []}
     recorder: _Recorder | None = None
-    for who in order:
-        contender = Contender(who, directory, f"chat-{'delta' if delta else 'full'}")
-        if isinstance(contender.saver, CkptdbSaver):
-            recorder = _Recorder(contender.saver)
-        graph = _chat_graph(contender.saver, delta, replies)
-        config: Any = {"configurable": {"thread_id": "chat"}}
-        gc.collect()
-        start = time.perf_counter()
-        for text in users:
-            graph.invoke({"messages": [HumanMessage(content=text)]}, config)
-        wall = time.perf_counter() - start
-        final = graph.get_state(config).values["messages"]
-        assert len(final) == 2 * turns, len(final)
-        out[who] = {
-            "wall_s": wall,
-            "file_bytes": contender.file_bytes(),
-            "checkpoints": len(list(contender.saver.list(config))),
-        }
-        contender.close()
+    for r in range(rounds):
+        first = ["sqlite", "ckptdb"] if not delta else ["ckptdb", "sqlite"]
+        for who in first if r % 2 == 0 else first[::-1]:
+            wall, sizes, rec = _chat_run(who, directory, delta, users, replies, str(r))
+            walls[who].append(wall)
+            out[who] = sizes  # the last round's
+            recorder = rec or recorder
+    for who, w in walls.items():
+        out[who]["wall_s"] = statistics.median(w)
+        out[who]["wall_s_rounds"] = w
     out["file_ratio"] = out["ckptdb"]["file_bytes"] / out["sqlite"]["file_bytes"]
-    out["wall_ratio"] = out["ckptdb"]["wall_s"] / out["sqlite"]["wall_s"]
+    out["wall_ratio"] = statistics.median(
+        c / s for s, c in zip(walls["sqlite"], walls["ckptdb"], strict=True)
+    )
     assert recorder is not None
     est = format2_estimate(recorder.blobs, chunking.DEFAULT_PARAMS)
     est["params"] = chunking.DEFAULT_PARAMS.to_settings()  # type: ignore[assignment]
@@ -389,6 +546,30 @@ def bench_chat(turns: int, directory: Path, delta: bool) -> dict[str, Any]:
             for name, p in _CHAT_PARAMS.items()
         }
     return out
+
+
+def _chat_run(
+    who: str, directory: Path, delta: bool, users: list[str], replies: list[str], tag: str
+) -> tuple[float, dict[str, Any], _Recorder | None]:
+    """One run of the chat graph on a fresh file: its wall time, the file and checkpoint
+    counts, and (for ckptdb) every blob the saver sent."""
+    contender = Contender(who, directory, f"chat-{'delta' if delta else 'full'}-{tag}")
+    recorder = _Recorder(contender.saver) if isinstance(contender.saver, CkptdbSaver) else None
+    graph = _chat_graph(contender.saver, delta, replies)
+    config: Any = {"configurable": {"thread_id": "chat"}}
+    gc.collect()
+    start = time.perf_counter()
+    for text in users:
+        graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+    wall = time.perf_counter() - start
+    final = graph.get_state(config).values["messages"]
+    assert len(final) == 2 * len(users), len(final)
+    sizes = {
+        "file_bytes": contender.file_bytes(),
+        "checkpoints": len(list(contender.saver.list(config))),
+    }
+    contender.close()
+    return wall, sizes, recorder
 
 
 _CHAT_PARAMS = {
@@ -411,12 +592,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
     parser.add_argument("--turns", type=int, default=None, help="chat turns (default 300)")
+    parser.add_argument(
+        "--chat-rounds", type=int, default=None, help="chat runs per saver (default 3; quick 1)"
+    )
+    parser.add_argument("--threads", type=int, default=64, help="threads of the threads workload")
+    parser.add_argument(
+        "--thread-steps", type=int, default=None, help="puts per thread (default 20; quick 5)"
+    )
+    parser.add_argument(
+        "--copy-steps", type=int, default=None, help="checkpoints copied (default 10,000)"
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated subset of: 1kb,100kb,threads,copy,chat,chat_delta",
+    )
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
     args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
     n_steps = args.steps or (100 if args.quick else 1000)
     rounds = args.rounds or (1 if args.quick else 3)
     repeat = 20 if args.quick else 200
     turns = args.turns or (30 if args.quick else 300)
+    thread_steps = args.thread_steps or (5 if args.quick else 20)
+    copy_steps = args.copy_steps or (1000 if args.quick else 10_000)
+    chat_rounds = args.chat_rounds or (1 if args.quick else 3)
     directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
     results: dict[str, Any] = {
         "command": " ".join(
@@ -429,10 +633,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results["empty_ckptdb_saver_file_bytes"] = empty_saver_bytes(directory)
         for name, per_channel in WORKLOADS.items():
-            results[name] = bench_workload(name, per_channel, n_steps, rounds, directory, repeat)
-        results["chat"] = bench_chat(turns, directory, delta=False)
-        if has_delta_channel():
-            results["chat_delta"] = bench_chat(turns, directory, delta=True)
+            if wanted(name):
+                results[name] = bench_workload(
+                    name, per_channel, n_steps, rounds, directory, repeat
+                )
+        if wanted("threads"):
+            results["threads"] = bench_threads(args.threads, thread_steps, rounds, directory)
+        if wanted("copy"):
+            results["copy"] = bench_copy(copy_steps, directory)
+        if wanted("chat"):
+            results["chat"] = bench_chat(turns, directory, delta=False, rounds=chat_rounds)
+        if has_delta_channel() and wanted("chat_delta"):
+            results["chat_delta"] = bench_chat(turns, directory, delta=True, rounds=chat_rounds)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print_report(results)
@@ -445,12 +657,15 @@ def print_report(results: dict[str, Any]) -> None:
     print(f"LangGraph savers, {results['steps']} steps, {results['rounds']} interleaved round(s)")
     print(f"empty CkptdbSaver file: {results['empty_ckptdb_saver_file_bytes']:,} bytes")
     for name in WORKLOADS:
+        if name not in results:
+            continue
         r = results[name]
         s, c = r["sqlite"], r["ckptdb"]
         print(f"\n== {name} state ({r['state_bytes']:,} bytes, 10 channels, 1 changes per step)")
         print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
         rows = [
             ("put throughput (puts/s)", s["puts_per_s"], c["puts_per_s"], r["put_ratio"]),
+            ("put CPU time (us)", s["put_cpu_us"], c["put_cpu_us"], None),
             ("get_tuple latest (us)", s["get_tuple_latest_us"], c["get_tuple_latest_us"], None),
             ("get_tuple 100 back (us)", s["get_tuple_older_us"], c["get_tuple_older_us"], None),
             ("list limit=10 (us)", s["list_limit10_us"], c["list_limit10_us"], None),
@@ -470,6 +685,31 @@ def print_report(results: dict[str, Any]) -> None:
             f"receipts {parts['pointer_history_and_receipts']:,} | schema and empty pages "
             f"{parts['schema_and_other']:,}"
         )
+    if "threads" in results:
+        t = results["threads"]
+        s, c = t["sqlite"], t["ckptdb"]
+        print(
+            f"\n== {t['threads']} threads, one saver, {t['steps_per_thread']} puts each "
+            f"({t['state_bytes']:,} bytes state)"
+        )
+        print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
+        print(
+            f"{'puts/s (all threads)':28}{s['puts_per_s']:>14,.0f}{c['puts_per_s']:>14,.0f}"
+            f"{t['put_ratio']:>9.2f}"
+        )
+        for key, label in (
+            ("p50_put_ms", "put p50 (ms)"),
+            ("p99_put_ms", "put p99 (ms)"),
+            ("max_put_ms", "put max (ms)"),
+        ):
+            print(f"{label:28}{s[key]:>14,.1f}{c[key]:>14,.1f}{c[key] / s[key]:>9.2f}")
+    if "copy" in results:
+        c = results["copy"]
+        print(
+            f"\n== copy_thread of {c['checkpoints']:,} checkpoints (CkptdbSaver): "
+            f"{c['copy_s']:.3f} s; blob bytes stored {c['stored_blob_bytes_before']:,} -> "
+            f"{c['stored_blob_bytes_after']:,} ({c['blob_bytes_copied']:,} copied)"
+        )
     for key in ("chat", "chat_delta"):
         if key in results:
             print_chat(key, results[key])
@@ -481,7 +721,8 @@ def print_chat(key: str, r: dict[str, Any]) -> None:
     print(f"\n== chat: a compiled StateGraph, messages via {kind}, {r['turns']} turns")
     print(f"{'':28}{'SqliteSaver':>14}{'CkptdbSaver':>14}{'ratio':>9}")
     print(f"{'file bytes':28}{s['file_bytes']:>14,}{c['file_bytes']:>14,}{r['file_ratio']:>9.3f}")
-    print(f"{'wall time (s)':28}{s['wall_s']:>14.2f}{c['wall_s']:>14.2f}{r['wall_ratio']:>9.2f}")
+    label = f"wall time (s, median of {r['rounds']})"
+    print(f"{label:28}{s['wall_s']:>14.2f}{c['wall_s']:>14.2f}{r['wall_ratio']:>9.2f}")
     print(f"{'checkpoints':28}{s['checkpoints']:>14,}{c['checkpoints']:>14,}")
     p = e["params"]
     print(

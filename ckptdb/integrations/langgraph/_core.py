@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from types import TracebackType
@@ -155,6 +155,17 @@ class _Encoded:
     def loaded(self, metadata: dict[str, Any]) -> Loaded:
         """The cache record, with the LangGraph metadata as committed."""
         return Loaded(json.dumps(metadata), self.checkpoint, self.values, self.blobs)
+
+
+def _spliced(
+    checkpoint: _layout.Typed,
+    values: dict[str, _layout.Typed],
+    blobs: dict[str, tuple[str, str]],
+    blob_bytes: dict[str, bytes],
+) -> bytes | None:
+    """Inline values first, then blob channels: the order the per-value decoding used."""
+    parts = [*values.items(), *((ch, (t, blob_bytes[d])) for ch, (t, d) in blobs.items())]
+    return _layout.splice(checkpoint, parts)
 
 
 class SaverCore(BaseCheckpointSaver[str]):
@@ -296,6 +307,15 @@ class SaverCore(BaseCheckpointSaver[str]):
             )
         return self._pending(found)
 
+    def _check_write(self, row: tuple[Any, ...], digest: Any, where: str) -> None:
+        """:func:`.sealing.check_write`, skipped for a row equal to one whose seal held
+        before (or that this saver sealed itself)."""
+        if isinstance(digest, str) and self._cache.sealed(digest, row):
+            return
+        sealing.check_write(row, digest, self._unsealed_ok, where)
+        if isinstance(digest, str):
+            self._cache.put_sealed(digest, row)
+
     def _pending(
         self, found: Sequence[Row]
     ) -> dict[tuple[str, str, str], builtins.list[PendingWrite]]:
@@ -305,10 +325,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         for w in found:
             check_types(w[:3], (str, str, str), "pending write")
             check_types(w[3:9], _WRITE_TYPES, "pending write")
-            sealing.check_write(
+            self._check_write(
                 (w[0], w[1], w[2], w[3], w[8], w[4], w[5], w[6], w[7]),
                 w[9],
-                self._unsealed_ok,
                 f"{w[2]!r} task {w[3]!r} idx {w[8]}",
             )
             grouped.setdefault((w[0], w[1], w[2]), []).append(w[3:9])
@@ -365,6 +384,38 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._cache.put(cp.id, loaded, blobs)
         return loaded, blobs
 
+    def _content(self, ckpt_id: str) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
+        """The verified content of a ckptdb checkpoint (cached, or read and verified once)
+        and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
+        callers never share objects); None when the checkpoint no longer exists."""
+        hot = self._cache.spliced(ckpt_id)
+        if hot is not None:
+            return hot[0], lambda: self._checkpoint_of(hot[1])
+        hit = self._cache.get(ckpt_id) or self._load(ckpt_id)
+        if hit is None:
+            return None
+        loaded, blobs = hit
+        spliced = _spliced(loaded.checkpoint, loaded.values, loaded.blobs, blobs)
+        if spliced is not None:
+            self._cache.put_spliced(ckpt_id, spliced)
+            return loaded, lambda: self._checkpoint_of(spliced)
+
+        def build() -> Checkpoint:
+            checkpoint = cast(Checkpoint, self._loads(*loaded.checkpoint))
+            values = {ch: self._loads(t, d) for ch, (t, d) in loaded.values.items()}
+            for ch, (type_, digest) in loaded.blobs.items():
+                values[ch] = self._loads(type_, blobs[digest])
+            checkpoint["channel_values"] = values
+            return checkpoint
+
+        return loaded, build
+
+    def _checkpoint_of(self, spliced: bytes) -> Checkpoint:
+        checkpoint = self._loads("msgpack", spliced)
+        if not isinstance(checkpoint, dict):  # pragma: no cover - splice checks the map
+            raise errors.CorruptionError("a stored LangGraph checkpoint is not a map")
+        return cast(Checkpoint, checkpoint)
+
     def _tuples(
         self,
         s: Session,
@@ -379,27 +430,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         ckptdb checkpoints exist, one reads every pending write; content comes from the
         verified cache, or is read and verified once (then cached)."""
         present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
-        kept: builtins.list[tuple[_Row, Loaded, dict[str, bytes], dict[str, Any]]] = []
+        kept: builtins.list[tuple[_Row, Checkpoint, dict[str, Any]]] = []
         for row in rows:
             if row.ckpt_id not in present:
                 continue
-            hit = self._cache.get(row.ckpt_id) or self._load(row.ckpt_id)
-            if hit is None:
+            content = self._content(row.ckpt_id)
+            if content is None:
                 continue
-            loaded, blobs = hit
+            loaded, build = content
             metadata = json.loads(loaded.metadata)
             if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
                 continue
-            kept.append((row, loaded, blobs, metadata))
+            kept.append((row, build(), metadata))
         if writes is None:
             writes = self._writes_of(s, [k[0] for k in kept]) if kept else {}
         out: builtins.list[CheckpointTuple] = []
-        for row, loaded, blobs, metadata in kept:
-            checkpoint = cast(Checkpoint, self._loads(*loaded.checkpoint))
-            values: dict[str, Any] = {ch: self._loads(t, d) for ch, (t, d) in loaded.values.items()}
-            for ch, (type_, digest) in loaded.blobs.items():
-                values[ch] = self._loads(type_, blobs[digest])
-            checkpoint["channel_values"] = values
+        for row, checkpoint, metadata in kept:
             config: RunnableConfig = {
                 "configurable": {
                     "thread_id": thread_value if thread_value is not None else row.thread_id,
@@ -452,9 +498,10 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         A channel value whose bytes are those this saver last stored for the channel on the
         same thread is sent as a BlobRef: ckptdb re-uses the stored blob without receiving,
-        hashing or comparing the bytes again. The decision is by content (sha256), never by
+        hashing or comparing the bytes again. The decision is by content, never by
         LangGraph's channel versions, so a caller that changes a value without bumping its
-        version is still stored exactly.
+        version is still stored exactly: equal to the bytes of that blob held in the verified
+        cache (which hash to its digest), or else by sha256.
         """
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         previous = self._channels.get(key, {})
@@ -469,11 +516,21 @@ class SaverCore(BaseCheckpointSaver[str]):
                 values[channel] = (type_, data)
                 inline[channel] = (type_, data)
                 continue
+            before = previous.get(channel)
+            if before is not None and before.size == len(data):
+                known = self._cache.blob(before.digest)
+                if known is not None and known == data:
+                    # The very bytes of a verified blob (so of its digest): no hashing.
+                    remembered[channel] = before
+                    refs[channel] = (type_, before.digest)
+                    blob_bytes[before.digest] = known
+                    values[channel] = (type_, before)
+                    continue
             ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
             remembered[channel] = ref
             refs[channel] = (type_, ref.digest)
             blob_bytes[ref.digest] = data
-            values[channel] = (type_, ref if previous.get(channel) == ref else data)
+            values[channel] = (type_, ref if before == ref else data)
         typed_body = self._dumps(body)
         entries = _layout.build_entries(typed_body, parent, values, self.inline_max)
         return entries, remembered, _Encoded(typed_body, inline, refs, blob_bytes)

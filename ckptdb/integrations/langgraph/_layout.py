@@ -32,8 +32,9 @@ envelope never names the thread, so copying a thread re-uses every blob.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,7 @@ def escape(text: str, what: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
     """The ckptdb namespace holding the checkpoints of ``(thread_id, checkpoint_ns)``."""
     readable = NAMESPACE_PREFIX + escape(thread_id, "thread_id")
@@ -92,6 +94,7 @@ def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
     return HASHED_NAMESPACE_PREFIX + digest
 
 
+@functools.lru_cache(maxsize=4096)
 def channel_entry(channel: str) -> str:
     """The entry name of a channel value stored as its own blob."""
     readable = escape(channel, "channel name")
@@ -152,6 +155,69 @@ def build_entries(
             blobs[channel] = (name, type_)
     entries[ENVELOPE_ENTRY] = Envelope(checkpoint, parent, inline, blobs).encode()
     return entries
+
+
+_NIL = b"\xc0"
+_CHANNEL_VALUES = ormsgpack.packb("channel_values")
+
+
+def _map_header(count: int) -> bytes:
+    if count < 16:
+        return bytes((0x80 | count,))
+    if count < 1 << 16:
+        return b"\xde" + count.to_bytes(2, "big")
+    return b"\xdf" + count.to_bytes(4, "big")
+
+
+def _map_start(data: bytes) -> tuple[int, int] | None:
+    """(entry count, header length) of a msgpack map at the start of ``data``, else None."""
+    if not data:
+        return None
+    first = data[0]
+    if 0x80 <= first <= 0x8F:
+        return first & 0x0F, 1
+    if first == 0xDE and len(data) >= 3:
+        return int.from_bytes(data[1:3], "big"), 3
+    if first == 0xDF and len(data) >= 5:
+        return int.from_bytes(data[1:5], "big"), 5
+    return None
+
+
+def splice(checkpoint: Typed, values: Iterable[tuple[str, Typed]]) -> bytes | None:
+    """The whole LangGraph checkpoint -- ``checkpoint`` (serialized without its channel
+    values) with ``channel_values`` added -- as one msgpack document, built from the bytes
+    the serializer produced, without decoding them; None unless every part is plain
+    ``msgpack`` (or ``null``), as LangGraph's ``JsonPlusSerializer`` writes them.
+
+    msgpack is a concatenation of self-delimiting objects, so a map whose values are the
+    stored encodings decodes (``loads_typed(("msgpack", ...))``) to exactly what decoding
+    the body and each value separately and putting the values in does -- in one call
+    instead of one per channel.
+    """
+    type_, body = checkpoint
+    head = _map_start(body) if type_ == "msgpack" else None
+    if head is None:
+        return None
+    count, skip = head
+    parts: list[bytes | memoryview] = [
+        _map_header(count + 1),
+        memoryview(body)[skip:],
+        _CHANNEL_VALUES,
+        b"",
+    ]
+    n = 0
+    for channel, (vtype, data) in values:
+        if vtype == "msgpack" and data:
+            parts.append(ormsgpack.packb(channel))
+            parts.append(data)
+        elif vtype == "null":
+            parts.append(ormsgpack.packb(channel))
+            parts.append(_NIL)
+        else:
+            return None
+        n += 1
+    parts[3] = _map_header(n)
+    return b"".join(parts)
 
 
 def checkpoint_metadata(

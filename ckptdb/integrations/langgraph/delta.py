@@ -30,7 +30,6 @@ from langgraph.checkpoint.base import (
 )
 
 from ...extension import Session, check_types
-from . import sealing
 from ._core import _ROW_COLUMNS, _WRITE_TYPES, SaverCore, _chunks, _Row, _row, _thread
 
 #: Ancestors fetched per step of the walk.
@@ -181,10 +180,9 @@ class DeltaHistory(SaverCore):
                 (thread_id, ns, *(r.checkpoint_id for r in part), *channels),
             ):
                 check_types(w[1:7], _WRITE_TYPES, "pending write")
-                sealing.check_write(
+                self._check_write(
                     (thread_id, ns, w[0], w[1], w[6], w[2], w[3], w[4], w[5]),
                     w[7],
-                    self._unsealed_ok,
                     f"{w[0]!r} task {w[1]!r} idx {w[6]}",
                 )
                 grouped.setdefault(str(w[0]), []).append(w[1:7])

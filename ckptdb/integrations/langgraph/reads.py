@@ -14,6 +14,13 @@ from langgraph.checkpoint.base import (
 
 from ._core import _ROW_COLUMNS, LIST_PAGE, SaverCore, _configurable, _Gone, _row, _thread
 
+#: The row with this id, only if no newer one exists in its thread and namespace.
+_NEWEST_IS = (
+    "thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND NOT EXISTS (SELECT 1"
+    " FROM lg_checkpoint n WHERE n.thread_id = ?1 AND n.checkpoint_ns = ?2"
+    " AND n.checkpoint_id > ?3)"
+)
+
 
 class Reads(SaverCore):
     """Reading checkpoints back: ``get_tuple`` and ``list``, each byte verified by ckptdb."""
@@ -34,6 +41,13 @@ class Reads(SaverCore):
                     thread_value,
                 )
                 return None if isinstance(found, _Gone) else found
+            hint = self._last_put.get((thread_id, ns))
+            if hint is not None:
+                # Usually this saver's own last put is the newest: one statement reads it
+                # (with its writes) if no newer row exists; else the general path below.
+                found = self._one_with_writes(s, _NEWEST_IS, (thread_id, ns, hint[0]), thread_value)
+                if isinstance(found, CheckpointTuple):
+                    return found
             # The newest id first, then the by-id join: SQLite runs the ORDER BY ... LIMIT 1
             # subquery inside the join several times slower than on its own.
             newest_id = s.scalar(

@@ -60,6 +60,7 @@ class Writes(SaverCore):
             )
         # What was just committed is known and verified by construction (the id is the
         # digest of exactly these entries): the next get_tuple need not read it back.
+        # (Its spliced form is built by the first read: most puts are never read back.)
         self._cache.put(ack.checkpoint_id, encoded.loaded(md), encoded.blob_bytes)
         if len(self._channels) > 10_000:
             self._channels.clear()
@@ -92,7 +93,10 @@ class Writes(SaverCore):
             type_, data = self._dumps(value)
             index = WRITES_IDX_MAP.get(channel, idx)
             row = (thread_id, ns, str(checkpoint_id), str(task_id), index, channel, type_, data)
-            (replace if index < 0 else keep).append(sealing.sealed_row((*row, task_path or "")))
+            sealed = sealing.sealed_row((*row, task_path or ""))
+            (replace if index < 0 else keep).append(sealed)
+            # Sealed here from the caller's values: reading it back need not hash it again.
+            self._cache.put_sealed(sealed[9], sealed[:9])
         columns = (
             " INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
             " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
