@@ -711,7 +711,21 @@ class Database:
         ns = validation.namespace(namespace)
         with self._handle.use() as store:
             scope = store.keyring.scope_for_namespace(store.conn, ns)
+            if not scope.sealed:
+                # The answer is cached by the caller: make sure "not encrypted" is not an
+                # old view of the key scopes (another handle may have created one).
+                store.keyring.rows(store.conn, reload=True)
+                scope = store.keyring.scope_for_namespace(store.conn, ns)
         return RecordSealer(scope) if scope.sealed else None
+
+    def content_address(self, namespace: str, data: bytes) -> str:
+        """The digest ``data`` is stored under in ``namespace`` -- its sha256, or inside a
+        key scope the scope's keyed HMAC -- so an integration can name a blob it stored
+        (``BlobRef(db.content_address(ns, data), len(data))``) without reading it back."""
+        ns = validation.namespace(namespace)
+        with self._handle.use() as store:
+            scope = store.keyring.scope_for_namespace(store.conn, ns)
+        return scope.address(bytes(data))
 
     def key_scopes(self) -> list[models.KeyScope]:
         """Every key scope of the file (shredded ones too); never any key material."""

@@ -100,51 +100,62 @@ def set_encryption(
             key_id=kid,
         )
     now = _now_ms()
-    with handle.use(write=True) as store, store.conn.write_transaction():
-        conn = store.conn
-        for row in scopes.all_rows(conn):
-            if row.key_id == kid:
-                if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
-                    return _info(row, len(checkpoints.namespaces_of_scope(conn, row.scope_id)))
-                raise errors.ScopeConflictError(
-                    f"key id {kid!r} already encrypts {row.prefix!r}"
-                    + (" (shredded)" if row.shredded else "")
-                    + "; a key id names one scope. Choose another key id."
-                )
-            if text.startswith(row.prefix) or row.prefix.startswith(text):
-                raise errors.ScopeConflictError(
-                    f"prefix {text!r} overlaps {row.prefix!r} (key id {row.key_id!r}"
-                    + (", shredded" if row.shredded else "")
-                    + "); key scope prefixes must not contain one another"
-                )
-        existing = checkpoints.count_under_prefix(conn, text)
-        if existing:
+    with handle.use(write=True) as store:
+        try:
+            with store.conn.write_transaction():
+                return _create_scope(store, text, kid, kek, metadata, now)
+        finally:
+            # Still holding the handle: no other thread of this handle may look the new
+            # scope up in a keyring that does not know it yet.
+            handle.scopes_changed()
+
+
+def _create_scope(
+    store: Store, text: str, kid: str, kek: bytes, metadata: bool, now: int
+) -> models.KeyScope:
+    conn = store.conn
+    for row in scopes.all_rows(conn):
+        if row.key_id == kid:
+            if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
+                return _info(row, len(checkpoints.namespaces_of_scope(conn, row.scope_id)))
             raise errors.ScopeConflictError(
-                f"{existing} namespace(s) already exist under {text!r} and hold plaintext; a "
-                "key scope must be set before the first commit under its prefix. Choose a new "
-                "prefix (or copy the data into one)."
+                f"key id {kid!r} already encrypts {row.prefix!r}"
+                + (" (shredded)" if row.shredded else "")
+                + "; a key id names one scope. Choose another key id."
             )
-        data_key = crypto.new_data_key()
-        scope_id = scopes.insert(
-            conn,
-            key_id=kid,
-            prefix=text,
-            wrap=lambda sid: crypto.wrap(
-                kek, data_key, key_id=kid, prefix=text, generation=1, scope_id=sid
-            ),
-            now_ms=now,
-            seal_metadata=metadata,
+        if text.startswith(row.prefix) or row.prefix.startswith(text):
+            raise errors.ScopeConflictError(
+                f"prefix {text!r} overlaps {row.prefix!r} (key id {row.key_id!r}"
+                + (", shredded" if row.shredded else "")
+                + "); key scope prefixes must not contain one another"
+            )
+    existing = checkpoints.count_under_prefix(conn, text)
+    if existing:
+        raise errors.ScopeConflictError(
+            f"{existing} namespace(s) already exist under {text!r} and hold plaintext; a "
+            "key scope must be set before the first commit under its prefix. Choose a new "
+            "prefix (or copy the data into one)."
         )
-        receipts.store_receipt(
-            conn,
-            "set_encryption",
-            {"key_id": kid, "prefix": text, "algorithm": crypto.ALGORITHM, "metadata": metadata},
-            namespace=None,
-            checkpoint_id=None,
-            at_ms=now,
-        )
-        created = next(r for r in scopes.all_rows(conn) if r.scope_id == scope_id)
-    handle.scopes_changed()
+    data_key = crypto.new_data_key()
+    scope_id = scopes.insert(
+        conn,
+        key_id=kid,
+        prefix=text,
+        wrap=lambda sid: crypto.wrap(
+            kek, data_key, key_id=kid, prefix=text, generation=1, scope_id=sid
+        ),
+        now_ms=now,
+        seal_metadata=metadata,
+    )
+    receipts.store_receipt(
+        conn,
+        "set_encryption",
+        {"key_id": kid, "prefix": text, "algorithm": crypto.ALGORITHM, "metadata": metadata},
+        namespace=None,
+        checkpoint_id=None,
+        at_ms=now,
+    )
+    created = next(r for r in scopes.all_rows(conn) if r.scope_id == scope_id)
     return _info(created, 0)
 
 
@@ -153,7 +164,16 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
     kid = key_id(key_id_value)
     new = crypto.check_key(new_key, kid)
     now = _now_ms()
-    with handle.use(write=True) as store, store.conn.write_transaction():
+    with handle.use(write=True) as store:
+        rotated, count = _rewrap(handle, store, kid, new, now)
+        # Still holding the handle, so no other thread unlocks with the old key meanwhile.
+        handle.keyring.use_host_key(kid, new)
+        handle.scopes_changed()
+    return _info(rotated, count)
+
+
+def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
+    with store.conn.write_transaction():
         conn = store.conn
         row = _row(store, kid)
         if row.shredded:
@@ -176,11 +196,7 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
             checkpoint_id=None,
             at_ms=now,
         )
-        rotated = _row(store, kid)
-        count = len(checkpoints.namespaces_of_scope(conn, row.scope_id))
-    handle.keyring.use_host_key(kid, new)
-    handle.scopes_changed()
-    return _info(rotated, count)
+        return _row(store, kid), len(checkpoints.namespaces_of_scope(conn, row.scope_id))
 
 
 def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:

@@ -44,7 +44,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ... import errors
 from ...database import Database
 from ...database import open as open_database
-from ...extension import Row, Session, check_types
+from ...extension import RecordSealer, Row, Session, check_types
 from ...models import CommitAck
 from ...types import BlobRef
 from . import _layout, sealing
@@ -63,6 +63,12 @@ PRUNE_KEEP_HISTORY = 16
 PRUNE_PIN_PREFIX = "langgraph-prune/"
 
 _T = TypeVar("_T")
+#: The ``type`` of a pending write whose value is sealed (an encrypted thread): this prefix,
+#: then the serializer's own type.
+SEALED_TYPE = "ckptdb-sealed/"
+#: Which key encrypts a thread: one key id for every thread, or a function from a thread's
+#: config to its key id (None: that thread is not encrypted).
+Encryption = str | Callable[[RunnableConfig], "str | None"] | None
 
 
 def migrations_dir() -> Any:
@@ -181,8 +187,18 @@ class SaverCore(BaseCheckpointSaver[str]):
         busy_timeout: float | None = 30.0,
         page_size: int | None = None,
         gc_grace_seconds: float | None = None,
+        encryption: Encryption = None,
     ) -> None:
         super().__init__(serde=checked_serde(serde))
+        if not (encryption is None or isinstance(encryption, str) or callable(encryption)):
+            raise errors.InvalidInputError(
+                "encryption must be a key id (str), a function config -> key id, or None"
+            )
+        self._encryption = encryption
+        # key ids whose scope this saver made sure exists; sealers and namespaces by thread
+        self._scopes_ready: set[str] = set()
+        self._sealers: dict[str, RecordSealer | None] = {}
+        self._thread_namespaces: dict[tuple[str, str], str] = {}
         if not isinstance(inline_max, int) or isinstance(inline_max, bool) or inline_max < 0:
             raise errors.InvalidInputError("inline_max must be an int >= 0")
         self.inline_max = inline_max
@@ -264,6 +280,122 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # -- (de)serialization ------------------------------------------------------------------
 
+    # -- encryption ---------------------------------------------------------------------
+
+    def _key_id(self, config: RunnableConfig) -> str | None:
+        if self._encryption is None or isinstance(self._encryption, str):
+            return self._encryption
+        key_id = self._encryption(config)
+        if key_id is not None and not isinstance(key_id, str):
+            raise errors.InvalidInputError(
+                f"the encryption function returned {type(key_id).__name__}, not a key id (str)"
+            )
+        return key_id
+
+    def _namespace(self, config: RunnableConfig, thread_id: str, ns: str) -> str:
+        """The ckptdb namespace of a thread: where its first put placed it (an encrypted
+        thread stays encrypted), or where the encryption setting says a new one goes."""
+        known = self._registered_namespace(thread_id, ns)
+        if known is not None:
+            return known
+        key_id = self._key_id(config)
+        if key_id is None:
+            return _layout.namespace_for(thread_id, ns)
+        prefix = _layout.scope_prefix(key_id)
+        if key_id not in self._scopes_ready:
+            self.db.set_encryption(prefix, key_id=key_id)  # idempotent
+            self._scopes_ready.add(key_id)
+        return _layout.namespace_for(thread_id, ns, prefix)
+
+    def _registered_namespace(self, thread_id: str, ns: str) -> str | None:
+        found = self._thread_namespaces.get((thread_id, ns))
+        if found is not None:
+            return found
+        with self.db.read_session() as s:
+            value = s.scalar(
+                "SELECT namespace FROM lg_namespace WHERE thread_id = ? AND checkpoint_ns = ?",
+                (thread_id, ns),
+            )
+        if isinstance(value, str):
+            self._thread_namespaces[(thread_id, ns)] = value
+            return value
+        return None
+
+    def _sealer(self, namespace: str) -> RecordSealer | None:
+        if namespace not in self._sealers:
+            self._sealers[namespace] = self.db.record_sealer(namespace)
+        return self._sealers[namespace]
+
+    def _address(self, namespace: str, data: bytes) -> str:
+        if self._sealer(namespace) is None:
+            return hashlib.sha256(data).hexdigest()
+        return self.db.content_address(namespace, data)
+
+    @staticmethod
+    def _write_context(row: Sequence[Any]) -> bytes:
+        """What a sealed pending write is bound to: (thread, namespace, checkpoint, task,
+        idx, channel, type, task path) -- a sealed value moved to another row does not open."""
+        return json.dumps(list(row), ensure_ascii=True, separators=(",", ":")).encode()
+
+    def _seal_write(
+        self, namespace: str, row: tuple[str, str, str, str, int, str, str, bytes, str]
+    ) -> tuple[str, str, str, str, int, str, str, bytes, str]:
+        """A pending-write row (thread, ns, checkpoint, task, idx, channel, type, value,
+        task path) as stored: its value sealed when the thread is encrypted."""
+        sealer = self._sealer(namespace)
+        if sealer is None:
+            return row
+        tid, ns, cid, task, idx, channel, type_, value, path = row
+        context = self._write_context((tid, ns, cid, task, idx, channel, type_, path))
+        return (
+            tid,
+            ns,
+            cid,
+            task,
+            idx,
+            channel,
+            SEALED_TYPE + type_,
+            sealer.seal(value, context),
+            path,
+        )
+
+    def _scope_key(self, namespace: str) -> str | None:
+        """The key id encrypting ``namespace`` (None: plaintext)."""
+        sealer = self._sealer(namespace)
+        return None if sealer is None else sealer.key_id
+
+    def _write_value(self, key: tuple[str, str, str], r: Sequence[Any]) -> Any:
+        """The value of a stored pending write ``r`` = (task, channel, type, value, task
+        path, idx) of checkpoint ``key``, opened first when it is sealed."""
+        task, channel, type_, value, path, idx = r[:6]
+        if not type_.startswith(SEALED_TYPE):
+            return self._loads(type_, value)
+        return self._loads(*self._opened_write(key, task, idx, channel, type_, value, path))
+
+    def _opened_write(
+        self,
+        key: tuple[str, str, str],
+        task: str,
+        idx: int,
+        channel: str,
+        type_: str,
+        value: bytes,
+        path: str,
+    ) -> tuple[str, bytes]:
+        """(serializer type, plaintext) of a sealed pending write of checkpoint ``key``."""
+        thread_id, ns, cid = key
+        namespace = self._registered_namespace(thread_id, ns)
+        sealer = None if namespace is None else self._sealer(namespace)
+        if sealer is None:
+            raise errors.CorruptionError(
+                f"pending write {cid!r} task {task!r} is sealed but its thread is not "
+                "encrypted; the row was altered",
+                reason="record_sealed",
+            )
+        inner = type_[len(SEALED_TYPE) :]
+        context = self._write_context((thread_id, ns, cid, task, idx, channel, inner, path))
+        return inner, sealer.open(value, context)
+
     def _dumps(self, value: Any) -> tuple[str, bytes]:
         type_, data = self.serde.dumps_typed(value)
         if type_ == "pickle":
@@ -334,7 +466,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         out: dict[tuple[str, str, str], builtins.list[PendingWrite]] = {}
         for key, ws in grouped.items():
             ws.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
-            out[key] = [(r[0], r[1], self._loads(r[2], r[3])) for r in ws]
+            out[key] = [(r[0], r[1], self._write_value(key, r)) for r in ws]
         return out
 
     def _one_with_writes(
@@ -490,7 +622,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         return None if found is None else str(found)
 
     def _encode(
-        self, checkpoint: Checkpoint, parent: str | None, key: tuple[str, str]
+        self,
+        checkpoint: Checkpoint,
+        parent: str | None,
+        key: tuple[str, str],
+        namespace: str,
     ) -> tuple[dict[str, bytes | BlobRef], dict[str, BlobRef], _Encoded]:
         """The entries of a ckptdb checkpoint holding ``checkpoint``, the blob of each
         channel stored as its own entry (remembered for the next put on the thread), and
@@ -526,7 +662,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                     blob_bytes[before.digest] = known
                     values[channel] = (type_, before)
                     continue
-            ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+            ref = BlobRef(self._address(namespace, data), len(data))
             remembered[channel] = ref
             refs[channel] = (type_, ref.digest)
             blob_bytes[ref.digest] = data
@@ -635,6 +771,7 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
         """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
         self._registered.discard(namespace)
+        self._thread_namespaces.pop((thread_id, ns), None)
         self._last_put.pop((thread_id, ns), None)
         self._channels.pop((thread_id, ns), None)
         try:

@@ -6,6 +6,9 @@
   printable ASCII (hence NFC, no control characters, no surrounding whitespace). A name that
   would exceed ckptdb's 256 characters becomes ``langgraph#<sha256>`` instead; ``#`` never
   appears in the readable form, so the two forms cannot collide.
+* An encrypted thread (the saver's ``encryption=``) lives under its key's scope prefix,
+  ``langgraph@<key id>/``, then the same name (``langgraph@<key id>/#<sha256>`` when long);
+  the key id is percent-encoded too, so no scope prefix is a prefix of another.
 * One ckptdb **checkpoint** per LangGraph checkpoint, with entries:
 
   - ``checkpoint`` -- the *envelope* (below): the LangGraph checkpoint without its channel
@@ -45,6 +48,7 @@ from ...types import BlobRef
 
 NAMESPACE_PREFIX = "langgraph/"
 HASHED_NAMESPACE_PREFIX = "langgraph#"
+ENCRYPTED_PREFIX = "langgraph@"
 MAX_NAMESPACE_CHARS = 256
 ENVELOPE_ENTRY = "checkpoint"
 CHANNEL_PREFIX = "channels/"
@@ -80,10 +84,16 @@ def escape(text: str, what: str) -> str:
     return "".join(out)
 
 
+def scope_prefix(key_id: str) -> str:
+    """The namespace prefix of the threads encrypted under ``key_id`` (its key scope)."""
+    return ENCRYPTED_PREFIX + escape(key_id, "key id") + "/"
+
+
 @functools.lru_cache(maxsize=4096)
-def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
-    """The ckptdb namespace holding the checkpoints of ``(thread_id, checkpoint_ns)``."""
-    readable = NAMESPACE_PREFIX + escape(thread_id, "thread_id")
+def namespace_for(thread_id: str, checkpoint_ns: str, scope: str = "") -> str:
+    """The ckptdb namespace holding the checkpoints of ``(thread_id, checkpoint_ns)``;
+    ``scope``: the :func:`scope_prefix` of an encrypted thread."""
+    readable = (scope or NAMESPACE_PREFIX) + escape(thread_id, "thread_id")
     if checkpoint_ns:
         readable += "/" + escape(checkpoint_ns, "checkpoint_ns")
     if len(readable) <= MAX_NAMESPACE_CHARS:
@@ -91,7 +101,7 @@ def namespace_for(thread_id: str, checkpoint_ns: str) -> str:
     digest = hashlib.sha256(
         _utf8(thread_id, "thread_id") + b"\x00" + _utf8(checkpoint_ns, "checkpoint_ns")
     ).hexdigest()
-    return HASHED_NAMESPACE_PREFIX + digest
+    return (scope + "#" if scope else HASHED_NAMESPACE_PREFIX) + digest
 
 
 @functools.lru_cache(maxsize=4096)

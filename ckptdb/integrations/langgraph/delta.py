@@ -189,5 +189,5 @@ class DeltaHistory(SaverCore):
         out: dict[str, builtins.list[PendingWrite]] = {}
         for key, ws in grouped.items():
             ws.sort(key=lambda r: writes_sort_key(r[4], r[0], r[5]))
-            out[key] = [(r[0], r[1], self._loads(r[2], r[3])) for r in ws]
+            out[key] = [(r[0], r[1], self._write_value((thread_id, ns, key), r)) for r in ws]
         return out

@@ -16,6 +16,7 @@ from ._core import (
     _WRITE_TYPES,
     PRUNE_KEEP_HISTORY,
     PRUNE_PIN_PREFIX,
+    SEALED_TYPE,
     SaverCore,
     _chunks,
     _Row,
@@ -61,7 +62,9 @@ class Maintenance(SaverCore):
         for thread_id, ns in sorted({(r.thread_id, r.checkpoint_ns) for r in doomed}):
             self._last_put.pop((thread_id, ns), None)
             self._channels.pop((thread_id, ns), None)
-            namespace = _layout.namespace_for(thread_id, ns)
+            namespace = self._registered_namespace(thread_id, ns) or _layout.namespace_for(
+                thread_id, ns
+            )
             if self._settle(namespace, thread_id, ns) is not None:
                 scope.append(namespace)
         for run in ids:
@@ -237,11 +240,17 @@ class Maintenance(SaverCore):
         if not rows:
             return
         namespaces = sorted({r.checkpoint_ns for r in rows})
+        # The copy goes where a new thread ``dst`` goes (its key scope, if encrypted);
+        # blobs are referenced when source and copy share a scope, else copied as bytes.
+        target = {
+            ns: self._namespace({"configurable": {"thread_id": dst, "checkpoint_ns": ns}}, dst, ns)
+            for ns in namespaces
+        }
         with self.db.write_session() as s:
             s.executemany(
                 "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
                 " VALUES (?, ?, ?)",
-                [(_layout.namespace_for(dst, ns), dst, ns) for ns in namespaces],
+                [(target[ns], dst, ns) for ns in namespaces],
             )
         copied: builtins.list[tuple[str, str, str, str | None, str, str | None]] = []
         for row in rows:
@@ -252,12 +261,15 @@ class Maintenance(SaverCore):
                 cp = self.db.get(row.ckpt_id)
             except errors.CheckpointNotFoundError:
                 continue
+            namespace = target[row.checkpoint_ns]
+            same_scope = self._scope_key(namespace) == self._scope_key(cp.namespace)
             # The manifest verified against its id: its entries name stored blobs.
-            entries = {name: cp.ref(name) for name in cp.entries}
+            entries: dict[str, bytes | BlobRef] = {
+                name: cp.ref(name) if same_scope else cp.read(name) for name in cp.entries
+            }
             meta = cp.metadata
             meta["lg_thread_id"] = dst
             parent_ck = existing.get((row.checkpoint_ns, row.parent_id or ""))
-            namespace = _layout.namespace_for(dst, row.checkpoint_ns)
             run = meta.get("lg_run_id")
             run_id = run if isinstance(run, str) else None
             try:
@@ -295,9 +307,15 @@ class Maintenance(SaverCore):
                     digest,
                     f"{cid!r} task {task_id!r} idx {idx}",
                 )
-                out.append(
-                    sealing.sealed_row((dst, ns, cid, task_id, idx, channel, type_, value, path))
+                plain_type, plain = type_, value
+                if type_.startswith(SEALED_TYPE):  # bound to the source row: open, seal again
+                    plain_type, plain = self._opened_write(
+                        (src, ns, cid), task_id, idx, channel, type_, value, path
+                    )
+                stored = self._seal_write(
+                    target[ns], (dst, ns, cid, task_id, idx, channel, plain_type, plain, path)
                 )
+                out.append(sealing.sealed_row(stored))
             s.executemany(
                 "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
                 " task_id, idx, channel, type, value, task_path, digest)"

@@ -40,10 +40,10 @@ class Writes(SaverCore):
         checkpoint_id = checkpoint.get("id")
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise errors.InvalidInputError("checkpoint['id'] must be a non-empty str")
-        namespace = _layout.namespace_for(thread_id, ns)
+        namespace = self._namespace(config, thread_id, ns)
         key = (thread_id, ns)
         parent_id = None if parent is None else str(parent)
-        entries, remembered, encoded = self._encode(checkpoint, parent_id, key)
+        entries, remembered, encoded = self._encode(checkpoint, parent_id, key, namespace)
         md = dict(get_checkpoint_metadata(config, metadata))
         run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
         try:
@@ -54,7 +54,7 @@ class Writes(SaverCore):
             # A blob this put re-used was collected meanwhile (prune, maybe in another
             # process): send every value again.
             self._channels.pop(key, None)
-            entries, remembered, encoded = self._encode(checkpoint, parent_id, key)
+            entries, remembered, encoded = self._encode(checkpoint, parent_id, key, namespace)
             ack = self._commit(
                 namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
             )
@@ -89,11 +89,16 @@ class Writes(SaverCore):
             raise errors.InvalidInputError("put_writes needs configurable.checkpoint_id")
         keep: builtins.list[tuple[Any, ...]] = []
         replace: builtins.list[tuple[Any, ...]] = []
+        namespace = self._namespace(config, thread_id, ns)
         for idx, (channel, value) in enumerate(writes):
             type_, data = self._dumps(value)
             index = WRITES_IDX_MAP.get(channel, idx)
-            row = (thread_id, ns, str(checkpoint_id), str(task_id), index, channel, type_, data)
-            sealed = sealing.sealed_row((*row, task_path or ""))
+            row = self._seal_write(
+                namespace,
+                (thread_id, ns, str(checkpoint_id), str(task_id), index, channel, type_, data,
+                 task_path or ""),
+            )  # fmt: skip
+            sealed = sealing.sealed_row(row)
             (replace if index < 0 else keep).append(sealed)
             # Sealed here from the caller's values: reading it back need not hash it again.
             self._cache.put_sealed(sealed[9], sealed[:9])
