@@ -136,7 +136,9 @@ class _AesGcmSealer:
         if len(sealed) < NONCE_BYTES + TAG_BYTES:
             raise codec.ChunkDecodeError("a sealed record is shorter than its nonce and tag")
         try:
-            return self.aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
+            # A view, not a slice: slicing would copy the whole record before decrypting.
+            body = memoryview(sealed)[NONCE_BYTES:]
+            return self.aead.decrypt(sealed[:NONCE_BYTES], body, aad)
         except InvalidTag:
             raise codec.ChunkDecodeError(
                 "a sealed record does not authenticate (damaged, or moved from another row, "
