@@ -199,6 +199,40 @@ class Scope:
         codec_id, stored = codec.encode(raw, compression=compression, sealer=self._sealer, aad=aad)
         return codec_id, stored, hashlib.sha256(stored).digest()
 
+    def holds_same(
+        self,
+        stored_codec: object,
+        stored: object,
+        ours_codec: int,
+        ours: bytes,
+        digest: str,
+        size: int,
+        *,
+        blob: bool = False,
+    ) -> bool:
+        """True when ``stored`` -- a record found under ``digest`` -- opens in this scope as
+        the record of ``digest`` and ``size`` and holds exactly the encoding that ``ours``
+        (just encoded by this scope from raw bytes whose address is ``digest``) holds.
+
+        It then decodes to the same raw bytes as ours, which is what a dedup hit must know
+        before it references a stored copy: the check a plaintext hit makes by comparing
+        the stored bytes with its own (sealed bytes never compare equal, each seal has a
+        fresh nonce), done under the seal instead of by decompressing and hashing the
+        stored copy again. False (the caller then decodes and hashes) when anything
+        differs or does not open."""
+        if (
+            self._sealer is None
+            or type(stored_codec) is not int
+            or stored_codec != ours_codec
+            or not isinstance(stored, bytes)
+        ):
+            return False
+        aad = self._aad(_BLOB_DOMAIN if blob else _CHUNK_DOMAIN, digest, size)
+        try:
+            return self._sealer.open(stored, aad) == self._sealer.open(ours, aad)
+        except codec.ChunkDecodeError:
+            return False
+
     def decode(
         self, codec_id: int, stored: bytes, size: int, digest: str, *, blob: bool = False
     ) -> bytes:
