@@ -515,3 +515,21 @@ def test_holds_same_accepts_only_an_authentic_copy_of_our_encoding() -> None:
     ):
         assert not scope.holds_same(stored_codec, stored, codec_id, ours, digest, size)
     assert not crypto.PLAINTEXT.holds_same(0, raw, 0, raw, hashlib.sha256(raw).hexdigest(), 9000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=2000), cut=st.integers(min_value=0, max_value=2000))
+def test_keyed_addresses_are_hmac_sha256(data: bytes, cut: int) -> None:
+    import hmac
+
+    from ckptdb.store import crypto
+
+    scope = crypto.Scope.unlocked(1, "a", KEY_A)
+    address_key = crypto._derive(KEY_A, b"ckptdb address key v1")
+    expected = hmac.digest(address_key, data, "sha256").hex()
+    assert scope.address(data) == expected
+    incremental = scope.hasher()
+    incremental.update(data[:cut])
+    incremental.update(memoryview(data)[cut:])
+    assert incremental.hexdigest() == expected
+    assert scope.address(data) == expected  # the keyed prototype is never updated
