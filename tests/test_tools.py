@@ -120,9 +120,11 @@ def test_bench_encryption_quick(tmp_path: Path) -> None:
         result = report["small_commit"][workload]
         for key in ("commits_per_second", "p50_latency_us", "p99_latency_us", "cpu_us_per_commit"):
             assert set(result[key]) == {"plain", "enc"} and _positive(*result[key].values())
-        assert _positive(result["time_ratio"], result["p50_ratio"], result["p99_ratio"])
+        assert _positive(result["time_ratio"], result["paired_median_ratio"], result["cpu_ratio"])
+        assert _positive(result["p50_ratio"], result["p99_ratio"])
     large = report["large_entry"]
     for side in ("plain", "enc"):
         assert _positive(large[side]["write_MBps"], large[side]["read_verify_MBps"])
         assert large[side]["write_peak_rss_growth_MiB"] >= 0
     assert _positive(large["write_time_ratio"], large["read_time_ratio"])
+    assert _positive(large["paired_median_write_ratio"], large["paired_median_read_cpu_ratio"])
