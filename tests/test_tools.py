@@ -107,6 +107,7 @@ def test_bench_format2_quick(tmp_path: Path) -> None:
     assert _positive(big["write_ratio"], big["read_ratio"], big["rewrite_1mib_new_bytes"])
 
 
+@pytest.mark.slow
 def test_bench_encryption_quick(tmp_path: Path) -> None:
     report = run_tool(tmp_path, "bench_encryption.py", "--quick", "--dir", str(tmp_path))
     platform = report["platform"]
