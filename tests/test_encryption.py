@@ -250,6 +250,58 @@ def test_a_flipped_sealed_byte_is_found_without_the_key_and_refused_with_it(
         assert result.checkpoint.read("v") in (_secret("v1", 60_000), _secret("v2", 60_000))
 
 
+_FLIP_BYTE_21 = (
+    "CAST(substr({col}, 1, 20) || CASE WHEN substr({col}, 21, 1) = x'ff' THEN x'00'"
+    " ELSE x'ff' END || substr({col}, 22) AS BLOB)"
+)
+
+
+def test_a_sealed_dedup_hit_stores_nothing_and_a_damaged_or_moved_copy_is_rewritten(
+    enc: ckptdb.Database, db_path: Path
+) -> None:
+    inline = b"inline MARKER-inline secret " * 20
+    medium = _secret("medium", 100_000)  # content-defined chunks, written in the commit
+    large = os.urandom(1 << 20) + _secret("large", 4 << 20)  # staged as a stream
+
+    def values() -> dict[str, object]:
+        return {"inline": inline, "medium": medium, "large": io.BytesIO(large)}
+
+    enc.commit("tenant-a/one", values())
+    # Every chunk and the inline blob are dedup hits: each stored copy is checked (it opens
+    # under the scope as the record of its address and holds our encoding), none rewritten.
+    assert enc.commit("tenant-a/two", values()).bytes_stored == 0
+    enc.close()
+    x, y, z = _sealed_chunk_ids(db_path, "a")[:3]
+    raw_sql(
+        db_path,
+        f"UPDATE chunk_data SET data = {_FLIP_BYTE_21.format(col='data')} WHERE chunk_id = ?",
+        (x,),
+    )
+    for sql in (  # z gets y's bytes and sealed digest: a keyless check cannot tell
+        "UPDATE chunk_data SET data = (SELECT data FROM chunk_data WHERE chunk_id = ?2)"
+        " WHERE chunk_id = ?1",
+        "UPDATE chunk SET sealed_digest = (SELECT sealed_digest FROM chunk WHERE chunk_id = ?2)"
+        " WHERE chunk_id = ?1",
+    ):
+        raw_sql(db_path, sql, (z, y))
+    raw_sql(
+        db_path,
+        f"UPDATE blob SET inline_data = {_FLIP_BYTE_21.format(col='inline_data')}"
+        " WHERE chunk_count = 0 AND size = ? AND scope_id IS NOT NULL",
+        (len(inline),),
+    )
+    with ckptdb.open(db_path, keys={"a": KEY_A, "b": KEY_B}) as db:
+        with pytest.raises(errors.CorruptionError):
+            db.load("tenant-a/one")
+        # The same content committed again rewrites the damaged and the moved copies.
+        assert db.commit("tenant-a/three", values()).bytes_stored > 0
+        for ns in ("tenant-a/one", "tenant-a/two", "tenant-a/three"):
+            cp = db.load(ns).checkpoint
+            assert cp.read("inline") == inline and cp.read("medium") == medium
+            assert b"".join(cp.iter_bytes("large")) == large
+        assert db.verify().ok
+
+
 def test_sealed_records_moved_between_rows_or_scopes_do_not_open(
     enc: ckptdb.Database, db_path: Path
 ) -> None:
@@ -562,3 +614,48 @@ def test_record_sealer_binds_row_context_and_scope(enc: ckptdb.Database) -> None
     flipped[-1] ^= 1
     with pytest.raises(errors.CorruptionError):
         a.open(bytes(flipped), b"thread|ckpt|task|0")
+
+
+def test_holds_same_accepts_only_an_authentic_copy_of_our_encoding() -> None:
+    from ckptdb.store import crypto
+
+    scope = crypto.Scope.unlocked(7, "a", KEY_A)
+    other = crypto.Scope.unlocked(8, "a", KEY_A)
+    raw = _secret("same", 9000)
+    digest = scope.address(raw)
+    codec_id, ours, _ = scope.encode(raw, digest)
+    _, again, _ = scope.encode(raw, digest)  # another nonce: bytes differ, encoding same
+    assert again != ours and scope.holds_same(codec_id, again, codec_id, ours, digest, len(raw))
+    damaged = again[:20] + bytes([again[20] ^ 1]) + again[21:]
+    raw_codec, raw_stored, _ = scope.encode(raw, digest, compress=False)
+    _, as_blob, _ = scope.encode(raw, digest, blob=True)
+    _, foreign, _ = other.encode(raw, digest)
+    for stored_codec, stored, size in (
+        (codec_id, damaged, len(raw)),  # does not open
+        (codec_id, again, len(raw) - 1),  # bound to another size
+        (codec_id, as_blob, len(raw)),  # an inline blob's record, not a chunk's
+        (codec_id, foreign, len(raw)),  # another scope's record
+        (raw_codec, raw_stored, len(raw)),  # another encoding: the caller decodes instead
+        (float(codec_id), again, len(raw)),  # a damaged codec column
+        (codec_id, bytearray(again), len(raw)),
+    ):
+        assert not scope.holds_same(stored_codec, stored, codec_id, ours, digest, size)
+    assert not crypto.PLAINTEXT.holds_same(0, raw, 0, raw, hashlib.sha256(raw).hexdigest(), 9000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=2000), cut=st.integers(min_value=0, max_value=2000))
+def test_keyed_addresses_are_hmac_sha256(data: bytes, cut: int) -> None:
+    import hmac
+
+    from ckptdb.store import crypto
+
+    scope = crypto.Scope.unlocked(1, "a", KEY_A)
+    address_key = crypto._derive(KEY_A, b"ckptdb address key v1")
+    expected = hmac.digest(address_key, data, "sha256").hex()
+    assert scope.address(data) == expected
+    incremental = scope.hasher()
+    incremental.update(data[:cut])
+    incremental.update(memoryview(data)[cut:])
+    assert incremental.hexdigest() == expected
+    assert scope.address(data) == expected  # the keyed prototype is never updated

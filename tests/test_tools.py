@@ -113,3 +113,27 @@ def test_bench_format2_quick(tmp_path: Path) -> None:
         assert _positive(report["growing_list"][where]["mean_new_bytes_per_version"])
     big = report["large_file"]
     assert _positive(big["write_ratio"], big["read_ratio"], big["rewrite_1mib_new_bytes"])
+
+
+@pytest.mark.slow
+def test_bench_encryption_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_encryption.py", "--quick", "--dir", str(tmp_path))
+    platform = report["platform"]
+    assert platform["openssl"] and isinstance(platform["cpu_flags"]["aes"], bool)
+    for size in ("8KiB", "1MiB"):
+        assert _positive(*platform["throughput"][size].values())
+    for chunk in report["codec_chain"].values():
+        assert _positive(chunk["encode_ratio"], chunk["decode_verify_ratio"])
+        assert "seal" in chunk["enc"]["codec"] and "seal" not in chunk["plain"]["codec"]
+    for workload in ("3x1KiB", "state_1kb", "state_100kb"):
+        result = report["small_commit"][workload]
+        for key in ("commits_per_second", "p50_latency_us", "p99_latency_us", "cpu_us_per_commit"):
+            assert set(result[key]) == {"plain", "enc"} and _positive(*result[key].values())
+        assert _positive(result["time_ratio"], result["paired_median_ratio"], result["cpu_ratio"])
+        assert _positive(result["p50_ratio"], result["p99_ratio"])
+    large = report["large_entry"]
+    for side in ("plain", "enc"):
+        assert _positive(large[side]["write_MBps"], large[side]["read_verify_MBps"])
+        assert large[side]["write_peak_rss_growth_MiB"] >= 0
+    assert _positive(large["write_time_ratio"], large["read_time_ratio"])
+    assert _positive(large["paired_median_write_ratio"], large["paired_median_read_cpu_ratio"])

@@ -314,9 +314,13 @@ class BlobStore:
                 continue
             if row[4] == chunk.scope_id:
                 scope = self.keyring.scope(self.conn, chunk.scope_id)
+                if scope.holds_same(
+                    row[2], row[3], chunk.codec, chunk.stored, chunk.digest, chunk.size
+                ):
+                    continue  # sealed intact: our encoding under another nonce
                 raw = decoded(row[2], row[3], chunk.size, scope, chunk.digest)
                 if raw is not None and scope.address(raw) == chunk.digest:
-                    continue  # stored intact in another encoding (or under another nonce)
+                    continue  # stored intact in another encoding
             self.conn.execute("DELETE FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
             self.conn.execute(
                 "UPDATE chunk SET codec = ?, stored_size = ?, scope_id = ?, sealed_digest = ?"
@@ -423,7 +427,18 @@ class BlobStore:
                 and row[2] != 1
                 and (
                     row[5] != scope_id
-                    or not verified_inline(row[4], blob.size, blob.digest, row[3], blob.scope)
+                    or not (
+                        blob.scope.holds_same(
+                            row[3],
+                            row[4],
+                            blob.inline_codec,
+                            stored,
+                            blob.digest,
+                            blob.size,
+                            blob=True,
+                        )
+                        or verified_inline(row[4], blob.size, blob.digest, row[3], blob.scope)
+                    )
                 )
             ):
                 # The stored copy was damaged; the caller's bytes hash to the digest.
