@@ -112,6 +112,24 @@ class EncodedChunk:
         return cls(digest, len(data), codec_id, stored, scope.scope_id, sealed_digest)
 
 
+_CHUNK_INSERT = (
+    " INTO chunk (digest, size, last_touched_ms, codec, stored_size, scope_id, sealed_digest)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _chunk_row(chunk: EncodedChunk, now_ms: int) -> tuple[object, ...]:
+    return (
+        chunk.digest,
+        chunk.size,
+        now_ms,
+        chunk.codec,
+        len(chunk.stored),
+        chunk.scope_id,
+        chunk.sealed_digest,
+    )
+
+
 def decoded(
     codec_id: object,
     stored: object,
@@ -271,19 +289,7 @@ class BlobStore:
         for chunk in chunks:
             if touch:
                 # Staging a stream: new chunks are the common case, so try the insert first.
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO chunk (digest, size, last_touched_ms, codec,"
-                    " stored_size, scope_id, sealed_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        chunk.digest,
-                        chunk.size,
-                        now_ms,
-                        chunk.codec,
-                        len(chunk.stored),
-                        chunk.scope_id,
-                        chunk.sealed_digest,
-                    ),
-                )
+                self.conn.execute("INSERT OR IGNORE" + _CHUNK_INSERT, _chunk_row(chunk, now_ms))
                 if self.conn.changes() == 1:
                     chunk_id = self.conn.last_insert_rowid()
                     self._write_chunk_bytes(chunk_id, chunk.stored)
@@ -347,19 +353,7 @@ class BlobStore:
     def insert_chunk(self, chunk: EncodedChunk, now_ms: int) -> int:
         """Insert a new chunk whose encoding the caller made or verified (inside a write
         transaction). Returns its id."""
-        self.conn.execute(
-            "INSERT INTO chunk (digest, size, last_touched_ms, codec, stored_size, scope_id,"
-            " sealed_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                chunk.digest,
-                chunk.size,
-                now_ms,
-                chunk.codec,
-                len(chunk.stored),
-                chunk.scope_id,
-                chunk.sealed_digest,
-            ),
-        )
+        self.conn.execute("INSERT" + _CHUNK_INSERT, _chunk_row(chunk, now_ms))
         chunk_id = self.conn.last_insert_rowid()
         self._write_chunk_bytes(chunk_id, chunk.stored)
         return chunk_id

@@ -254,23 +254,7 @@ class Keyring:
                 f"key id {row.key_id!r} uses encryption {row.algorithm!r}, which this ckptdb "
                 f"does not know (it knows {crypto.ALGORITHM!r}); upgrade ckptdb",
             )
-        kek = self.host_key(row.key_id)
-        if kek is None:
-            raise errors.KeyUnavailableError(
-                f"namespaces under {row.prefix!r} are encrypted with key id {row.key_id!r}, "
-                "which this handle was not given; open with keys={"
-                f"{row.key_id!r}: <32-byte key>}} (other namespaces work without it)",
-                key_id=row.key_id,
-            )
-        assert row.wrapped_key is not None
-        data_key = crypto.unwrap(
-            kek,
-            row.wrapped_key,
-            key_id=row.key_id,
-            prefix=row.prefix,
-            generation=row.key_generation,
-            scope_id=row.scope_id,
-        )
+        data_key = self.data_key(row)
         scope = Scope.unlocked(
             row.scope_id, row.key_id, data_key, seal_metadata=bool(row.seal_metadata)
         )
@@ -279,12 +263,13 @@ class Keyring:
         return scope
 
     def data_key(self, row: ScopeRow) -> bytes:
-        """The scope's data key unwrapped with the host's key (for a rotation)."""
+        """The scope's data key, unwrapped with the host's current key for it."""
         kek = self.host_key(row.key_id)
         if kek is None:
             raise errors.KeyUnavailableError(
-                f"rotating key id {row.key_id!r} needs its current key; open with "
-                f"keys={{{row.key_id!r}: <current key>}}",
+                f"namespaces under {row.prefix!r} are encrypted with key id {row.key_id!r}, "
+                "which this handle was not given; open with keys={"
+                f"{row.key_id!r}: <32-byte key>}} (other namespaces work without it)",
                 key_id=row.key_id,
             )
         assert row.wrapped_key is not None
