@@ -41,6 +41,16 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def disk_bytes(path: str | Path) -> bytes:
+    """Every byte kept on disk for a database: the file and its WAL (to scan for what must
+    never be there, such as the plaintext of an encrypted scope)."""
+    return b"".join(
+        Path(str(path) + suffix).read_bytes()
+        for suffix in ("", "-wal")
+        if Path(str(path) + suffix).exists()
+    )
+
+
 def all_files_digest(path: Path) -> dict[str, str | None]:
     """Digests of the database file and its -wal/-shm (None when absent)."""
     out: dict[str, str | None] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import raw_sql
+from conftest import disk_bytes, raw_sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,18 +37,8 @@ def _secret(tag: str, size: int = 40_000) -> bytes:
     return bytes(out[:size])
 
 
-def _disk(path: Path) -> bytes:
-    """Every byte ckptdb keeps on disk for this database: the file and its WAL."""
-    out = b""
-    for suffix in ("", "-wal"):
-        p = Path(str(path) + suffix)
-        if p.exists():
-            out += p.read_bytes()
-    return out
-
-
 def _assert_absent(path: Path, secret: bytes, tag: str) -> None:
-    disk = _disk(path)
+    disk = disk_bytes(path)
     marker = f"MARKER-{tag}".encode()
     assert marker not in disk, f"plaintext marker of {tag} found on disk"
     digest = hashlib.sha256(secret)
@@ -82,7 +72,7 @@ def test_sealed_round_trip_inline_chunked_and_staged(enc: ckptdb.Database, db_pa
         assert digest != hashlib.sha256(value).hexdigest()  # keyed, not the plain sha256
     for tag, value in (("medium", medium), ("large", large)):
         _assert_absent(db_path, value, tag)
-    assert b"MARKER-small" not in _disk(db_path)
+    assert b"MARKER-small" not in disk_bytes(db_path)
     assert enc.verify().ok
 
 
@@ -134,12 +124,12 @@ def test_without_the_key_that_scope_fails_typed_and_others_work(
         with pytest.raises(errors.KeyUnavailableError) as caught:
             db.load("tenant-a/t").checkpoint.read("v")
         assert caught.value.code == "key_unavailable" and "'a'" in str(caught.value)
-        before = _disk(db_path)
+        before = disk_bytes(db_path)
         with pytest.raises(errors.KeyUnavailableError):
             db.commit("tenant-a/t", {"v": b"new"})
         with pytest.raises(errors.KeyUnavailableError):
             db.commit("tenant-a/new-thread", {"v": b"new"})
-        assert _disk(db_path) == before  # nothing written
+        assert disk_bytes(db_path) == before  # nothing written
         assert db.load("tenant-b/t").checkpoint.read("v") == _secret("b")
         assert db.load("plain/t").checkpoint.read("v") == b"open"
         report = db.verify()  # sealed bytes checked without the key
@@ -153,10 +143,10 @@ def test_a_wrong_key_is_refused_before_anything_is_written(
     enc.close()
     wrong = os.urandom(32)
     with ckptdb.open(db_path, keys={"a": wrong}) as db:
-        before = _disk(db_path)
+        before = disk_bytes(db_path)
         with pytest.raises(errors.KeyMismatchError) as caught:
             db.commit("tenant-a/t", {"v": b"other"})
-        assert _disk(db_path) == before
+        assert disk_bytes(db_path) == before
         with pytest.raises(errors.KeyMismatchError):
             db.load("tenant-a/t").checkpoint.read("v")
         for text in (str(caught.value), repr(caught.value.to_dict())):
@@ -407,10 +397,10 @@ def test_shred_leaves_no_wrapped_key_and_no_sealed_byte_in_file_or_wal(
             " ON s.scope_id = b.scope_id WHERE s.key_id = 'a' AND b.chunk_count = 0",
         )
     ]
-    assert samples and isinstance(wrapped, bytes) and wrapped in _disk(db_path)
+    assert samples and isinstance(wrapped, bytes) and wrapped in disk_bytes(db_path)
     report = enc.shred_key("a")
     assert report.namespaces == ["tenant-a/t", "tenant-a/u"] and report.wal_truncated
-    disk = _disk(db_path)
+    disk = disk_bytes(db_path)
     assert isinstance(wrapped, bytes) and wrapped not in disk
     for sample in samples:
         assert sample not in disk
@@ -439,7 +429,7 @@ def test_a_scope_created_by_another_handle_is_not_missed(db_path: Path) -> None:
     early.commit("t/1", {"v": b"MARKER-late secret"})  # the retry seals it
     assert early.load("t/1").checkpoint.read("v") == b"MARKER-late secret"
     early.close()
-    assert b"MARKER-late" not in _disk(db_path)
+    assert b"MARKER-late" not in disk_bytes(db_path)
 
 
 def test_concurrent_grouped_commits_into_scopes(enc: ckptdb.Database, db_path: Path) -> None:
@@ -532,7 +522,7 @@ def test_cli_takes_keys_from_a_file_or_an_environment_variable(tmp_path: Path) -
     _cli("--keys-file", str(new), "cat", db, "t/x", "state.json")
     _cli("--keys-file", str(new), "keys", "shred", db, "a", code=7)  # needs --yes
     _cli("--keys-file", str(new), "keys", "shred", db, "a", "--yes")
-    assert b"MARKER-cli" not in _disk(Path(db))
+    assert b"MARKER-cli" not in disk_bytes(Path(db))
     bad = tmp_path / "bad.json"
     bad.write_text('{"a": "not a key"}')
     bad.chmod(0o600)
@@ -563,7 +553,7 @@ def test_a_host_store_under_an_encrypted_prefix_conforms_and_seals(db_path: Path
         store = DatabaseHostStore(db, namespace_prefix="host/main/")
         location = store.put(b"MARKER-host " * 100, key="doc-1")
         assert store.get(location) == b"MARKER-host " * 100
-    assert b"MARKER-host" not in _disk(db_path)
+    assert b"MARKER-host" not in disk_bytes(db_path)
 
 
 def test_sealed_metadata_opens_with_the_key_and_shows_sealed_without(db_path: Path) -> None:
@@ -578,7 +568,7 @@ def test_sealed_metadata_opens_with_the_key_and_shows_sealed_without(db_path: Pa
         assert db.lineage("t/x")[0].metadata == {"note": "MARKER-meta", "step": 1}
         with pytest.raises(errors.InvalidMetadataError):
             db.commit("t/x", {"v": b"2"}, metadata={"ckptdb:sealed": 1})
-    assert b"MARKER-meta" not in _disk(db_path)
+    assert b"MARKER-meta" not in disk_bytes(db_path)
     (stored,) = raw_sql(db_path, "SELECT metadata FROM checkpoints")[0]
     assert isinstance(stored, str) and json.loads(stored).keys() == {"ckptdb:sealed"}
     with ckptdb.open(db_path) as keyless:

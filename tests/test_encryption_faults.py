@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import raw_sql
+from conftest import disk_bytes, raw_sql
 
 import ckptdb
 from ckptdb import errors
@@ -23,14 +23,6 @@ def vfs() -> Iterator[FaultVFS]:
     fault = FaultVFS(f"ckptdb-test-encryption-faults-{os.getpid()}")
     yield fault
     fault.unregister()
-
-
-def _disk(path: Path) -> bytes:
-    return b"".join(
-        Path(str(path) + suffix).read_bytes()
-        for suffix in ("", "-wal")
-        if Path(str(path) + suffix).exists()
-    )
 
 
 def _wrapped(path: Path) -> bytes:
@@ -55,10 +47,10 @@ def test_an_acknowledged_shred_leaves_no_wrapped_key_after_power_loss(
         with vfs.armed(vfs.count_calls(), watch=[path]):
             report = db.shred_key("a")
         assert report.wal_truncated
-        assert wrapped not in _disk(path)
+        assert wrapped not in disk_bytes(path)
         vfs.power_image(path, tmp_path / "power")
     power = tmp_path / "power" / path.name
-    assert wrapped not in _disk(power)
+    assert wrapped not in disk_bytes(power)
     with ckptdb.open(power, keys={"a": KEY}) as db:  # and the power-loss image is shredded
         assert [s.shredded for s in db.key_scopes()] == [True]
         assert db.current("plain/x").read("v") == b"plaintext"  # type: ignore[union-attr]

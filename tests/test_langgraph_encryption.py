@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import raw_sql
+from conftest import disk_bytes, raw_sql
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -47,12 +47,6 @@ def _graph(saver: CkptdbSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _disk(path: Path) -> bytes:
-    return b"".join(
-        Path(str(path) + s).read_bytes() for s in ("", "-wal") if Path(str(path) + s).exists()
-    )
-
-
 def _chat(graph: Any, thread: str, turns: int, **configurable: Any) -> dict[str, Any]:
     config = {"configurable": {"thread_id": thread, **configurable}}
     for turn in range(turns):
@@ -75,7 +69,7 @@ def test_one_key_for_every_thread_seals_checkpoints_and_pending_writes(tmp_path:
     assert len(history) > 8
     types = [str(r[0]) for r in raw_sql(path, "SELECT type FROM lg_write")]
     assert types and all(t.startswith("ckptdb-sealed/") for t in types)
-    assert b"MARKER" not in _disk(path)
+    assert b"MARKER" not in disk_bytes(path)
     assert db.verify().ok
     assert [s.prefix for s in db.key_scopes()] == ["langgraph@lg/"]
     saver.close()
@@ -89,7 +83,7 @@ def test_one_key_for_every_thread_seals_checkpoints_and_pending_writes(tmp_path:
     with ckptdb.open(path, keys={"lg": KEY_A}) as again:
         resumed = _graph(CkptdbSaver(again, encryption="lg")).invoke(Command(resume="ok"), config)
         assert resumed["messages"][-1].content == "MARKER-approved ok"
-    assert b"MARKER" not in _disk(path)
+    assert b"MARKER" not in disk_bytes(path)
 
 
 def _tenant(config: Any) -> str | None:
@@ -106,7 +100,7 @@ def test_a_key_per_tenant_from_the_config(tmp_path: Path) -> None:
         plain = _chat(graph, "p1", 1)  # no tenant: not encrypted
         assert {s.key_id for s in db.key_scopes()} == {"tenant-a", "tenant-b"}
         assert db.namespaces()  # three threads
-    disk = _disk(path)
+    disk = disk_bytes(path)
     assert b"MARKER-user a1" not in disk and b"MARKER-user b1" not in disk
     assert b"MARKER-user p1" in disk  # the plaintext thread is plaintext, as configured
     # Only tenant-a's key at hand: tenant-a works, tenant-b fails typed, plaintext works.
@@ -137,7 +131,7 @@ def test_copy_thread_within_and_across_key_scopes(tmp_path: Path) -> None:
             assert copy.checkpoint["channel_values"] == original.checkpoint["channel_values"]
             assert copy.pending_writes == original.pending_writes
         assert db.verify().ok
-    assert b"MARKER" not in _disk(path)
+    assert b"MARKER" not in disk_bytes(path)
 
 
 def test_a_sealed_pending_write_moved_to_another_row_does_not_open(tmp_path: Path) -> None:
@@ -184,7 +178,7 @@ def test_shredding_a_tenant_removes_its_threads(tmp_path: Path) -> None:
         assert saver.get_tuple(a) is None
         assert saver.get_tuple(b) is not None
         assert db.verify().ok
-    assert b"MARKER-user a1" not in _disk(path)
+    assert b"MARKER-user a1" not in disk_bytes(path)
 
 
 def test_a_bad_encryption_setting_is_refused(tmp_path: Path) -> None:
