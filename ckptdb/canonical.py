@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 CHECKPOINT_DOMAIN = b"ckptdb-checkpoint-v1\n"
@@ -28,6 +28,11 @@ def dumps(value: Any) -> str:
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+#: ``dumps`` of a str, without the encoder set-up ``json.dumps`` pays per call: the C
+#: string encoder json.dumps itself uses for a str when ensure_ascii is off.
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def sha256_hex(data: bytes) -> str:
@@ -81,9 +86,9 @@ def manifest_text(
         + ',"metadata":'
         + metadata_json
         + ',"namespace":'
-        + dumps(namespace)
+        + _json_string(namespace)
         + ',"parent":'
-        + dumps(parent_id)
+        + ("null" if parent_id is None else _json_string(parent_id))
         + "}"
     )
 

@@ -21,6 +21,7 @@ from .ops import checkout as checkout_op
 from .ops import commit as commit_op
 from .ops import diff as diff_op
 from .ops import encryption as encryption_op
+from .ops import fork as fork_op
 from .ops import gc as gc_op
 from .ops import graph as graph_op
 from .ops import group as group_op
@@ -326,6 +327,67 @@ class Database:
                 verify=verify,
             )
             return refs.pointer_model(ptr)
+
+    def copy_checkpoints(
+        self,
+        checkpoint_ids: Iterable[str],
+        namespace: str,
+        *,
+        parents: Mapping[str, str | None] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expect_current: str | _Unset | None = UNSET,
+        reason: str = "copy",
+    ) -> models.CopyReport:
+        """Copy checkpoints into ``namespace`` by reference, all in one transaction, and move
+        its CURRENT to the copy of the last id given (a fork: a thread cloned to try another
+        branch).
+
+        Each copy keeps its source's entries -- they name the same stored blobs, so no byte
+        is read, hashed or written again -- and its metadata, updated with the keys of
+        ``metadata``. A copy's parent is the copy of its source's parent when that is copied
+        too, else the copy starts a lineage of its own; ``parents`` overrides it per source
+        id: another source of the same call, a checkpoint already in ``namespace`` (e.g. a
+        copy an earlier call made), or None. Copies get their own ids (the namespace is part
+        of the identity); copying what is there already is a no-op.
+
+        Every source manifest is verified against its id first, and all of them must lie in
+        the target's key scope (EncryptedScopeError otherwise: across scopes, read the
+        entries and :meth:`commit` them). ``expect_current`` is a compare-and-swap on the
+        target's CURRENT. On any error nothing is written. Quotas of the target apply."""
+        ns = validation.namespace(namespace)
+        if isinstance(checkpoint_ids, str) or not isinstance(checkpoint_ids, Iterable):
+            raise errors.InvalidInputError("checkpoint_ids must be a list of checkpoint ids")
+        ids = [validation.checkpoint_id(c) for c in checkpoint_ids]
+        if not ids:
+            raise errors.InvalidInputError("checkpoint_ids is empty: name what to copy")
+        overrides: dict[str, str | None] = {}
+        if parents is not None:
+            if not isinstance(parents, Mapping):
+                raise errors.InvalidInputError("parents must map source id -> parent id or None")
+            listed = set(ids)
+            for source, parent in parents.items():
+                if validation.checkpoint_id(source) not in listed:
+                    raise errors.InvalidInputError(
+                        f"parents names {source[:12]}, which is not among the ids to copy"
+                    )
+                overrides[source] = None if parent is None else validation.checkpoint_id(parent)
+        update = None if metadata is None else validation.metadata_update(metadata)
+        if not isinstance(expect_current, _Unset) and expect_current is not None:
+            validation.checkpoint_id(expect_current)
+        _reason(reason)
+        with self._handle.use(write=True) as store, store.conn.write_transaction():
+            return fork_op.copy_checkpoints(
+                self._handle,
+                store,
+                ids,
+                ns,
+                parents=overrides,
+                metadata_update=update,
+                expect_current=expect_current,
+                reason=reason,
+                max_metadata_bytes=self._max_metadata_bytes,
+                code_revision=self._code_revision,
+            )
 
     # -- reading -----------------------------------------------------------------------------
 

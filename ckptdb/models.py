@@ -585,6 +585,23 @@ class ShredReport(_Model):
     at: datetime
 
 
+class CopyReport(_Model):
+    """What ``Database.copy_checkpoints`` copied: every copy shares its source's blobs."""
+
+    namespace: str = Field(description="the namespace the copies went to")
+    copies: dict[str, str] = Field(description="source checkpoint id -> id of its copy")
+    created: int = Field(
+        description="copies stored by this call (the others existed already: same content, "
+        "same parent, same id)"
+    )
+    current_id: str | None = Field(description="CURRENT of the namespace afterwards")
+    pointer_revision: int | None = Field(description="the pointer's revision afterwards")
+    evicted_ids: list[str] = Field(
+        default_factory=list,
+        description="checkpoints an evict quota deleted in the same transaction",
+    )
+
+
 class Quota(_Model):
     """A stored quota: a limit on what the namespaces under ``prefix`` may hold, checked by
     every commit under it inside the commit transaction (``Database.set_quota``)."""

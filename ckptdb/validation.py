@@ -218,6 +218,12 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
         text = canonical.dumps(dict(value))
     except (TypeError, ValueError, RecursionError) as exc:
         raise errors.InvalidMetadataError(f"metadata is not JSON-serializable: {exc}") from exc
+    metadata_size(text, max_bytes)
+    return text
+
+
+def metadata_size(text: str, max_bytes: int) -> None:
+    """InvalidMetadataError when canonical metadata ``text`` is over ``max_bytes``."""
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise errors.InvalidMetadataError(
@@ -226,7 +232,13 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
             size=size,
             limit=max_bytes,
         )
-    return text
+
+
+def metadata_update(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate keys to set in stored metadata (the rules of :func:`metadata`; the size
+    limit applies to the metadata they end up in)."""
+    parsed: dict[str, Any] = json.loads(metadata(value, max_bytes=2**31))
+    return parsed
 
 
 def metadata_from_json(text: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Every I/O fault point (sampled in CI; all of them with tools/fault_sweep.py) of a small
-commit, a chunked commit, a group of commits, a commit a quota evicts for, a GC sweep, an
+commit, a chunked commit, a group of commits, a commit a quota evicts for, a fork
+(copy_checkpoints), a GC sweep, an
 export and a migration: no ack for a failure; the live, reopened, process-crash and
 power-loss views all show the old or the new state, complete; acknowledged commits survive
 power loss. Then the same for the write paths of encryption at rest: commits into a key
@@ -23,7 +24,10 @@ ENCRYPTION_OPS = {
 
 
 def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
-    ops = "commit-small,commit-cdc,commit-chunked,commit-group,commit-evict,gc,export,migrate"
+    ops = (
+        "commit-small,commit-cdc,commit-chunked,commit-group,commit-evict,copy-checkpoints,gc,"
+        "export,migrate"
+    )
     result: dict = run_tool("fault_sweep", "--quick", "--only", ops, tmp=tmp_path)  # type: ignore[type-arg]
     assert result["violations"] == []
     assert set(result["per_operation"]) == set(ops.split(","))

@@ -5,13 +5,14 @@
     python tools/fault_sweep.py --only rotate-key,shred-key --json out.json
 
 For each operation (a small, a chunked and a CDC commit, a group commit, a commit that an
-evicting quota makes room for, a GC sweep, an export, a schema migration; in an encrypted
-key scope a small and a CDC commit, rotate_key, and shred_key of a scope with namespaces and
-of one without) and each kind of call (xWrite, xSync, xTruncate, xFileSize), error
-(SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the operation is run once to count
-its calls, then again with the Nth call failing, for N = 1 .. count. At the moment of the
-fault the fault VFS keeps a "process crash" image (files as the OS holds them) and a "power
-loss" image (each file as of its last successful sync). Then:
+evicting quota makes room for, a fork by copy_checkpoints, a GC sweep, an export, a schema
+migration; in an encrypted key scope a small and a CDC commit, rotate_key, and shred_key of
+a scope with namespaces and of one without) and each kind of call (xWrite, xSync,
+xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the
+operation is run once to count its calls, then again with the Nth call failing, for
+N = 1 .. count. At the moment of the fault the fault VFS keeps a "process crash" image
+(files as the OS holds them) and a "power loss" image (each file as of its last successful
+sync). Then:
 
 * a failed operation returned no acknowledgement;
 * the live handle, a reopened handle and both images pass integrity_check and ckptdb's
@@ -182,6 +183,60 @@ def _evict_op() -> Operation:
             return f"mixed:{cp.id[:12]}:{len(present)}:{len(receipts)}"
 
     return Operation("commit-evict", setup, run, state)
+
+
+# -- copy_checkpoints -------------------------------------------------------------------------
+
+
+def _copy_op() -> Operation:
+    """A fork: a lineage copied by reference into a namespace that already has a CURRENT
+    (one transaction: every copy, its entries and one pointer move). "new" = every copy
+    there with its source's bytes and CURRENT on the copy of the newest; "old" = none."""
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        with _open(path, vfs) as db:
+            ids = [
+                db.commit(
+                    "src", {"w": bytes([i]) * (2 * CHUNK + i), "s": str(i)}, metadata={"i": i}
+                ).checkpoint_id
+                for i in range(40)
+            ]
+            base = db.commit("dst", {"own": b"mine"}).checkpoint_id
+            contents = {cid: {n: db.get(cid).read(n) for n in ("w", "s")} for cid in ids}
+        return {"ids": ids, "base": base, "contents": contents}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _open(path, vfs) as db:
+            report = db.copy_checkpoints(ctx["ids"], "dst", metadata={"fork": True})
+        if report.created != len(ctx["ids"]):
+            raise AssertionError(f"copied {report.created} of {len(ctx['ids'])}")
+        return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with _open(path) as db:
+            if not db.verify().ok:
+                return "broken:verify"
+            cp = db.current("dst")
+            assert cp is not None
+            stored = db.query(
+                "SELECT count(*) FROM checkpoint WHERE namespace_id ="
+                " (SELECT namespace_id FROM namespace WHERE name = 'dst')"
+            ).rows[0][0]
+            if cp.id == ctx["base"] and stored == 1:
+                return "old"
+            lineage = db.lineage("dst")
+            if stored == 1 + len(ctx["ids"]) and len(lineage) == len(ctx["ids"]):
+                sources = list(reversed(ctx["ids"]))
+                for info, source in zip(lineage, sources, strict=True):
+                    got = db.get(info.id)
+                    if {n: got.read(n) for n in got.entries} != ctx["contents"][source]:
+                        return f"mixed:bytes:{info.id[:12]}"
+                    if not info.metadata.get("fork"):
+                        return f"mixed:metadata:{info.id[:12]}"
+                return "new"
+            return f"mixed:{cp.id[:12]}:{stored}"
+
+    return Operation("copy-checkpoints", setup, run, state)
 
 
 # -- gc -------------------------------------------------------------------------------------
@@ -760,6 +815,7 @@ def operations() -> list[Operation]:
         ),
         _group_op(),
         _evict_op(),
+        _copy_op(),
         _gc_op(),
         _export_op(),
         _migrate_op(),

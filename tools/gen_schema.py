@@ -29,6 +29,7 @@ SCHEMA_DIR = REPO / "schema"
 EXPORTED_MODELS: list[type[models.BaseModel]] = [
     models.CheckpointInfo,
     models.CommitAck,
+    models.CopyReport,
     models.EntryInfo,
     models.FallbackReceipt,
     models.NamespaceInfo,

@@ -7,7 +7,7 @@ This module is the only code that reads or writes them, and holds the one lineag
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import canonical, errors, validation
 from ..connection import Connection
@@ -93,13 +93,56 @@ def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
     return out
 
 
-def recomputed_id(row: CheckpointRow, entries: list[EntryRow]) -> str:
-    """The id the stored manifest actually hashes to."""
+def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str, CheckpointRow]:
+    """The stored checkpoints among ``checkpoint_ids`` (full ids), by id; a row the id
+    index led to under another id (damage) is left out, so the caller's miss path decides."""
+    found: dict[str, CheckpointRow] = {}
+    for start in range(0, len(checkpoint_ids), 500):
+        part = checkpoint_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for r in conn.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.id IN ({marks})", part
+        ):
+            row = _checkpoint(r)
+            found[row.id] = row
+    return found
+
+
+def entries_of_many(conn: Connection, checkpoint_seqs: list[int]) -> dict[int, list[EntryRow]]:
+    """Entries of many checkpoints (seq -> entries sorted by name) in one statement per 500
+    checkpoints; a checkpoint without entries maps to an empty list."""
+    out: dict[int, list[EntryRow]] = {seq: [] for seq in checkpoint_seqs}
+    for start in range(0, len(checkpoint_seqs), 500):
+        part = checkpoint_seqs[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for r in conn.execute(
+            "SELECT e.checkpoint_seq, e.name, e.blob_id, b.digest, b.size, e.media_type,"
+            " e.schema_pin, b.chunk_count, b.scope_id FROM entry e"
+            " LEFT JOIN blob b ON b.blob_id = e.blob_id"
+            f" WHERE e.checkpoint_seq IN ({marks}) ORDER BY e.checkpoint_seq, e.name",
+            part,
+        ):
+            if r[3] is None:
+                raise errors.CorruptionError(
+                    f"entry {r[1]!r} names a blob that does not exist",
+                    entry=str(r[1]),
+                    reason="blob_missing",
+                )
+            check_types(r[:1], (int,), "entry row")
+            out[r[0]].append(typed(EntryRow, r[1:], ENTRY_TYPES, "entry row"))
+    return out
+
+
+def recomputed_id(
+    row: CheckpointRow, entries: list[EntryRow], entries_json: str | None = None
+) -> str:
+    """The id the stored manifest actually hashes to (``entries_json``: the entries'
+    canonical JSON when the caller has it already)."""
     return canonical.checkpoint_id(
         row.namespace,
         row.parent_id,
         row.generation,
-        [e.record() for e in entries],
+        [e.record() for e in entries] if entries_json is None else entries_json,
         row.metadata_json,
     )
 
@@ -116,12 +159,14 @@ def check_namespace(namespace: str, found: str, checkpoint_id: str) -> None:
         )
 
 
-def check_manifest(row: CheckpointRow, entries: list[EntryRow]) -> None:
+def check_manifest(
+    row: CheckpointRow, entries: list[EntryRow], entries_json: str | None = None
+) -> None:
     """Raise CorruptionError unless the stored rows hash to the checkpoint's id."""
     if (
         len(entries) != row.entry_count
         or sum(e.size for e in entries) != row.total_size
-        or recomputed_id(row, entries) != row.id
+        or recomputed_id(row, entries, entries_json) != row.id
     ):
         raise errors.CorruptionError(
             f"checkpoint {row.id[:12]} of namespace {row.namespace!r}: its stored manifest "
@@ -200,9 +245,7 @@ def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
     validation.checkpoint_id(checkpoint_id)
     # A miss is confirmed by a scan of the table: an entry missing from a damaged id index
     # must not turn a stored, intact checkpoint into "not found" (a miss is the rare path).
-    row = checkpoint_by_id(conn, checkpoint_id) or checkpoint_by_id(
-        conn, checkpoint_id, scan=True
-    )
+    row = checkpoint_by_id(conn, checkpoint_id) or checkpoint_by_id(conn, checkpoint_id, scan=True)
     if row is None:
         raise errors.CheckpointNotFoundError(
             f"no checkpoint {checkpoint_id[:12]}... in this database (never committed here, or "
@@ -316,6 +359,68 @@ def insert(
         [(seq, *e) for e in entries],
     )
     return seq, True
+
+
+class NewCheckpoint(NamedTuple):
+    """A manifest to store with :func:`insert_many` (entries as in :func:`insert`)."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    generation: int
+    metadata_json: str
+    total_size: int
+    entries: list[tuple[str, int, str | None, str | None]]
+
+
+def insert_many(
+    conn: Connection,
+    namespace_id: int,
+    manifests: list[NewCheckpoint],
+    *,
+    created_at_ms: int,
+    code_revision: str | None,
+) -> tuple[dict[str, int], int]:
+    """Insert many manifests of one namespace with their entries in a few statements,
+    skipping those stored already. Returns (seq by id, how many were new)."""
+    unique = list({m.checkpoint_id: m for m in manifests}.values())
+    ids = [m.checkpoint_id for m in unique]
+    before = existing_ids(conn, ids)
+    new = [m for m in unique if m.checkpoint_id not in before]
+    conn.executemany(
+        "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
+        " created_at_ms, metadata, entry_count, total_size, format, code_revision)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                m.checkpoint_id,
+                namespace_id,
+                m.parent_id,
+                m.generation,
+                created_at_ms,
+                m.metadata_json,
+                len(m.entries),
+                m.total_size,
+                canonical.FORMAT_VERSION,
+                code_revision,
+            )
+            for m in new
+        ],
+    )
+    seqs = {cid: row.seq for cid, row in checkpoints_by_ids(conn, ids).items()}
+    for cid in ids:
+        if cid not in seqs:
+            raise errors.CorruptionError(
+                f"checkpoint {cid[:12]} is stored but cannot be found by its id (a damaged "
+                "index); run `ckptdb verify`",
+                checkpoint_id=cid,
+                reason="index_damaged",
+            )
+    conn.executemany(
+        "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(seqs[m.checkpoint_id], *e) for m in new for e in m.entries],
+    )
+    return seqs, len(new)
 
 
 # -- scans (GC, prune, verify, transfer) ------------------------------------------------

@@ -28,6 +28,9 @@ def check_types(row: tuple[Any, ...], types: tuple[Any, ...], what: str) -> None
     """Raise CorruptionError unless every value has its column's type: a damaged record
     can hold a value of another type (STRICT tables check types on write only), and that
     must surface as corruption, not as a TypeError far away."""
+    # Every read of every row passes here: the common case is checked at C speed.
+    if len(row) == len(types) and all(map(isinstance, row, types)):
+        return
     for value, expected in zip(row, types, strict=True):
         if not isinstance(value, expected):
             raise errors.CorruptionError(
