@@ -61,8 +61,22 @@ def entry_json(entry: EntryRecord) -> dict[str, Any]:
 
 
 def entries_json(entries: Iterable[EntryRecord]) -> str:
-    """The canonical JSON of a checkpoint's entries (sorted by name)."""
-    return dumps([entry_json(e) for e in entries])
+    """The canonical JSON of a checkpoint's entries (sorted by name): exactly
+    ``dumps([entry_json(e) for e in entries])``, spelled out because every commit and every
+    verified read computes it (keys in sorted order: digest, media_type, name, schema, size)."""
+    parts = []
+    for e in entries:
+        media = "" if e.media_type is None else ',"media_type":' + _json_string(e.media_type)
+        schema = "" if e.schema is None else ',"schema":' + _json_string(e.schema)
+        parts.append(
+            '{"digest":' + _json_string(e.digest) + media + ',"name":' + _json_string(e.name)
+            + schema + ',"size":' + str(int(e.size)) + "}"
+        )  # fmt: skip
+    return "[" + ",".join(parts) + "]"
+
+
+def _optional(value: str | None) -> str:
+    return "null" if value is None else _json_string(value)
 
 
 def manifest_text(
@@ -88,7 +102,7 @@ def manifest_text(
         + ',"namespace":'
         + _json_string(namespace)
         + ',"parent":'
-        + ("null" if parent_id is None else _json_string(parent_id))
+        + _optional(parent_id)
         + "}"
     )
 
@@ -113,15 +127,13 @@ def pointer_digest(
     previous_digest: str | None,
 ) -> str:
     """Digest of one CURRENT pointer state, chained to the digest of the state before it."""
-    text = dumps(
-        {
-            "current": current_id,
-            "fallback": fallback_id,
-            "namespace": namespace,
-            "previous": previous_digest,
-            "revision": revision,
-        }
-    )
+    # dumps({"current", "fallback", "namespace", "previous", "revision"}), spelled out: one
+    # per commit.
+    text = (
+        '{"current":' + _optional(current_id) + ',"fallback":' + _optional(fallback_id)
+        + ',"namespace":' + _json_string(namespace) + ',"previous":' + _optional(previous_digest)
+        + ',"revision":' + str(int(revision)) + "}"
+    )  # fmt: skip
     return hashlib.sha256(POINTER_DOMAIN + text.encode("utf-8")).hexdigest()
 
 

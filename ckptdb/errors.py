@@ -524,6 +524,7 @@ class LocationCorruptError(CorruptionError):
 
     code = "location_corrupt"
 
+
 # --- the reader's checks at load (issue 14, section 3) -----------------------------------
 # A reader states what it needs of the checkpoint it restores: its lineage (metadata
 # fields), the entry schema versions it can read, a size bound. A checkpoint that is intact
@@ -650,6 +651,7 @@ class LoadTooLargeError(LoadRefusedError):
         super().__init__(message, checkpoint_id=checkpoint_id, size=size, max_bytes=max_bytes, **kw)
         self.size = size
         self.max_bytes = max_bytes
+
 
 # --- quotas (issue 14) -------------------------------------------------------------------
 

@@ -209,7 +209,10 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
         raise errors.InvalidMetadataError(
             f"metadata must be a dict of JSON values, got {type(value).__name__}"
         )
-    _check_json(value, "$", 0)
+    # Every commit passes here: plain JSON values are checked by a quick walk and the one
+    # UTF-8 encoding of the text; anything else gets the full walk, which names the path.
+    if not _plain_json(value, 0):
+        _check_json(value, "$", 0)
     if "ckptdb:sealed" in value:
         raise errors.InvalidMetadataError(
             "the metadata key 'ckptdb:sealed' is reserved (it marks sealed metadata); rename it"
@@ -218,8 +221,29 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
         text = canonical.dumps(dict(value))
     except (TypeError, ValueError, RecursionError) as exc:
         raise errors.InvalidMetadataError(f"metadata is not JSON-serializable: {exc}") from exc
-    metadata_size(text, max_bytes)
+    try:
+        metadata_size(text, max_bytes)
+    except UnicodeEncodeError:
+        _check_json(value, "$", 0)  # a lone surrogate somewhere: say where
+        raise errors.InvalidMetadataError("metadata is not valid Unicode") from None
     return text
+
+
+def _plain_json(value: Any, depth: int) -> bool:
+    """True when ``value`` is built only of dict (str keys), list, str, int, bool, None and
+    finite floats, at most 64 levels deep (lone surrogates are caught by encoding)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= 64:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _plain_json(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        return all(_plain_json(v, depth + 1) for v in value)
+    return False
 
 
 def metadata_size(text: str, max_bytes: int) -> None:

@@ -241,7 +241,7 @@ def test_named_parameters_are_bound_never_spliced(
     qdb: tuple[ckptdb.Database, Path], values: dict[str, str]
 ) -> None:
     db, path = qdb
-    select = ", ".join(f":{n} AS \"{n}\"" for n in values)  # quoted: a name may be a keyword
+    select = ", ".join(f':{n} AS "{n}"' for n in values)  # quoted: a name may be a keyword
     assert db.query(f"SELECT {select}", values).rows == [list(values.values())]
     args = [a for n, v in values.items() for a in ("--param", f"{n}={v}")]
     out = strict_json(cli("sql", str(path), f"SELECT {select}", *args, "--json").stdout)

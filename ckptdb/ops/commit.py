@@ -192,20 +192,24 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
     entries_json = canonical.entries_json(plan.records())
     total_size = sum(e.blob.size for e in plan.entries)
 
-    base = None
-    if plan.base is not None:
-        base = checkpoints.require_checkpoint(conn, plan.base)
-        if base.namespace != ns:
-            raise errors.InvalidReferenceError(
-                f"base {plan.base[:12]} belongs to namespace {base.namespace!r}, not {ns!r}"
-            )
-
     summary = ptr.summary if ptr is not None else None
+    base: tuple[str, int] | None = None  # (id, generation)
+    if plan.base is not None:
+        if ptr is not None and summary is not None and plan.base == ptr.current_id:
+            base = (plan.base, summary.generation)  # on CURRENT (LangGraph's every put)
+        else:
+            found = checkpoints.require_checkpoint(conn, plan.base)
+            if found.namespace != ns:
+                raise errors.InvalidReferenceError(
+                    f"base {plan.base[:12]} belongs to namespace {found.namespace!r}, not {ns!r}"
+                )
+            base = (found.id, found.generation)
+
     if ptr is not None and summary is not None:
         # Idempotence: CURRENT already holds exactly this content on top of the parent this
         # commit asks for (a retry of a commit that landed, or an unchanged state).
         if base is not None:
-            expected_parent: str | None = base.id
+            expected_parent: str | None = base[0]
         elif isinstance(plan.expect_current, _Unset):
             expected_parent = summary.parent_id
         else:
@@ -251,8 +255,8 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         )
 
     if base is not None:
-        parent_id: str | None = base.id
-        generation = base.generation + 1
+        parent_id: str | None = base[0]
+        generation = base[1] + 1
     else:
         parent_id = current_id
         generation = ptr.current_summary().generation + 1 if ptr is not None else 1

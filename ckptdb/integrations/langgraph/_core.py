@@ -476,10 +476,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         one statement (a join), built into a tuple; None when no row matches, :data:`GONE`
         when the row's ckptdb checkpoint was collected."""
         digest = "w.digest" if self._digest_sql == "digest" else "NULL"
+        # Whether ckptdb still holds the checkpoint is asked in the same statement, through
+        # the public ``checkpoints`` view (an indexed lookup by id).
         found = s.execute(
             "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,"
             " c.ckpt_id, w.task_id, w.channel, w.type, w.value, w.task_path, w.idx,"
-            f" {digest}, w.write_id FROM (SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE {where}"
+            f" {digest}, w.write_id,"
+            " EXISTS (SELECT 1 FROM checkpoints k WHERE k.checkpoint_id = c.ckpt_id)"
+            f" FROM (SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE {where}"
             " ORDER BY checkpoint_id DESC LIMIT 1) c LEFT JOIN lg_write w"
             " ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns"
             " AND w.checkpoint_id = c.checkpoint_id",
@@ -488,8 +492,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         if not found:
             return None
         row = _row(found[0])
+        if found[0][13] != 1:
+            return GONE  # collected outside the saver (e.g. `ckptdb gc`)
         writes = self._pending([(*f[:3], *f[5:12]) for f in found if f[12] is not None])
-        tuples = self._tuples(s, [row], thread_value, writes=writes)
+        tuples = self._tuples(s, [row], thread_value, writes=writes, present={row.ckpt_id})
         return tuples[0] if tuples else GONE
 
     def _load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
@@ -556,12 +562,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         wanted: dict[str, Any] | None = None,
         *,
         writes: dict[tuple[str, str, str], builtins.list[PendingWrite]] | None = None,
+        present: set[str] | None = None,
     ) -> builtins.list[CheckpointTuple]:
         """The checkpoints of ``rows`` that still exist and whose metadata contains
         ``wanted``, in order. Within the caller's read snapshot: one statement asks which
         ckptdb checkpoints exist, one reads every pending write; content comes from the
-        verified cache, or is read and verified once (then cached)."""
-        present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
+        verified cache, or is read and verified once (then cached). ``present``: the
+        ckptdb ids the caller already knows exist in this snapshot."""
+        if present is None:
+            present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
         kept: builtins.list[tuple[_Row, Checkpoint, dict[str, Any]]] = []
         for row in rows:
             if row.ckpt_id not in present:
