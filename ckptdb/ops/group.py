@@ -102,7 +102,13 @@ def _in_memory(value: Any, limit: int) -> bool:
 def _offline_store(store: Store) -> Store:
     # The file's own chunker and the handle's keyring: a commit prepared here must be cut,
     # addressed and sealed exactly as under the lock (dedup and key scopes depend on it).
-    return Store.on(cast(Connection, _Offline()), store.chunk_size, store.chunker, store.keyring)
+    return Store.on(
+        cast(Connection, _Offline()),
+        store.chunk_size,
+        store.chunker,
+        store.keyring,
+        store.blobs.encodings,
+    )
 
 
 def prepare_unlocked(

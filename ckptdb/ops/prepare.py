@@ -219,7 +219,10 @@ def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int, scope: Scope) -> 
     if len(data) <= blobs.chunk_size:
         # Held in memory anyway: cut, hash and compress here, write inside the commit
         # transaction (one transaction; a dedup hit costs a lookup, not a write).
-        chunks = [EncodedChunk.of(piece, scope=scope) for piece in blobs.chunker.cut(data)]
+        chunks = [
+            EncodedChunk.of(piece, scope=scope, cache=blobs.encodings)
+            for piece in blobs.chunker.cut(data)
+        ]
         return PreparedBlob(
             scope.address(data),
             len(data),
@@ -321,7 +324,16 @@ def _stage(
                 whole.update(data)  # immutable bytes: safe to hash on the helper thread
                 probe = incompressible < RAW_AFTER or incompressible % RAW_PROBE_EVERY == 0
                 in_flight.append(
-                    (len(data), encoder.submit(EncodedChunk.of, data, compress=probe, scope=scope))
+                    (
+                        len(data),
+                        encoder.submit(
+                            EncodedChunk.of,
+                            data,
+                            compress=probe,
+                            scope=scope,
+                            cache=blobs.encodings,
+                        ),
+                    )
                 )
                 if len(in_flight) >= ENCODE_WINDOW:
                     take_one()

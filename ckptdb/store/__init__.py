@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..connection import Connection
-from .blobs import BlobStore
+from .blobs import BlobStore, EncodingCache
 from .chunking import Chunker, FixedChunker
 from .quotas import QuotaCache
 from .scopes import Keyring
@@ -47,14 +47,15 @@ class Store:
         chunk_size: int,
         chunker: Chunker | None = None,
         keyring: Keyring | None = None,
+        encodings: EncodingCache | None = None,
     ) -> Store:
         """The store over ``conn`` for a file with this chunk size and chunker (fixed-size
         cutting at ``chunk_size`` when none is given), unlocking key scopes with
-        ``keyring``."""
+        ``keyring`` (``encodings``: a cache of chunk encodings to share)."""
         return cls(
             conn,
             chunk_size,
-            BlobStore(conn, chunk_size, chunker or FixedChunker(chunk_size), keyring),
+            BlobStore(conn, chunk_size, chunker or FixedChunker(chunk_size), keyring, encodings),
         )
 
     @property

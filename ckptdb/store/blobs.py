@@ -18,8 +18,9 @@ against its digest before the last piece.
 from __future__ import annotations
 
 import io
+import threading
 from array import array
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -87,6 +88,65 @@ class DigestList(Sequence[str]):
             yield raw[start : start + 32].hex()
 
 
+class EncodingCache:
+    """The stored encodings this handle made recently, by (key scope, content address).
+
+    A value that changes a little per checkpoint (a growing message list) is cut into the
+    same chunks every time; compressing (and sealing) each again was a quarter of such a
+    commit's CPU. The encoding of bytes is a function of the bytes (zstd is deterministic;
+    a seal under another nonce opens the same), so one made earlier for the same address
+    is as good as a new one. Bounded by the stored bytes it holds; thread-safe (group
+    commit prepares in several threads)."""
+
+    #: chunks above this are not kept (large-tier chunks of big files would only churn it)
+    MAX_CHUNK = 64 * 1024
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._held = 0
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[int | None, str], tuple[int, int, bytes, bytes | None]]
+        self._items = OrderedDict()
+
+    def get(
+        self, scope_id: int | None, digest: str, size: int
+    ) -> tuple[int, bytes, bytes | None] | None:
+        """(codec id, stored bytes, sealed digest) made for this address, if held."""
+        with self._lock:
+            hit = self._items.get((scope_id, digest))
+            if hit is None or hit[0] != size:
+                return None
+            self._items.move_to_end((scope_id, digest))
+            return hit[1], hit[2], hit[3]
+
+    def put(
+        self,
+        scope_id: int | None,
+        digest: str,
+        size: int,
+        encoding: tuple[int, bytes, bytes | None],
+    ) -> None:
+        """Remember an encoding just made (dropping the least recently used)."""
+        if size > self.MAX_CHUNK:
+            return
+        codec_id, stored, sealed_digest = encoding
+        with self._lock:
+            old = self._items.pop((scope_id, digest), None)
+            if old is not None:
+                self._held -= len(old[2])
+            self._items[(scope_id, digest)] = (size, codec_id, stored, sealed_digest)
+            self._held += len(stored)
+            while self._held > self._max_bytes and self._items:
+                _, dropped = self._items.popitem(last=False)
+                self._held -= len(dropped[2])
+
+    def clear(self) -> None:
+        """Forget everything (e.g. when key scopes changed)."""
+        with self._lock:
+            self._items.clear()
+            self._held = 0
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedChunk:
     """One chunk ready to store: its content address, raw size and stored encoding (and,
@@ -101,14 +161,25 @@ class EncodedChunk:
 
     @classmethod
     def of(
-        cls, raw: bytes | memoryview, *, compress: bool = True, scope: Scope = PLAINTEXT
+        cls,
+        raw: bytes | memoryview,
+        *,
+        compress: bool = True,
+        scope: Scope = PLAINTEXT,
+        cache: EncodingCache | None = None,
     ) -> EncodedChunk:
         """Hash and encode raw bytes (outside any lock; hashlib, zstd and OpenSSL release
         the GIL). ``compress=False`` stores them raw without trying (a stream found
-        incompressible); ``scope`` addresses and seals them for a key scope."""
+        incompressible); ``scope`` addresses and seals them for a key scope; ``cache``
+        supplies (and keeps) the encoding made earlier for the same address."""
         data = raw if isinstance(raw, bytes) else bytes(raw)
         digest = scope.address(data)
-        codec_id, stored, sealed_digest = scope.encode(data, digest, compress=compress)
+        encoding = None if cache is None else cache.get(scope.scope_id, digest, len(data))
+        if encoding is None:
+            encoding = scope.encode(data, digest, compress=compress)
+            if cache is not None:
+                cache.put(scope.scope_id, digest, len(data), encoding)
+        codec_id, stored, sealed_digest = encoding
         return cls(digest, len(data), codec_id, stored, scope.scope_id, sealed_digest)
 
 
@@ -247,18 +318,26 @@ def verified_inline(
 class BlobStore:
     """The ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data`` tables, on one connection.
 
-    The only code that reads or writes them. Nothing here keeps state between calls: a
+    The only code that reads or writes them. The one state kept between calls is the
+    cache of chunk encodings (never of stored bytes: what SQLite holds is read each time); a
     function that repairs damaged bytes says so in what it returns.
     """
 
     def __init__(
-        self, conn: Connection, chunk_size: int, chunker: Chunker, keyring: Keyring | None = None
+        self,
+        conn: Connection,
+        chunk_size: int,
+        chunker: Chunker,
+        keyring: Keyring | None = None,
+        encodings: EncodingCache | None = None,
     ) -> None:
         self.conn = conn
         self.chunk_size = chunk_size
         self.chunker = chunker
         #: the handle's keys: which scope a stored record's ``scope_id`` names
         self.keyring = keyring if keyring is not None else Keyring()
+        #: encodings of chunks this handle made recently (shared with its offline store)
+        self.encodings = encodings if encodings is not None else EncodingCache()
 
     # -- chunks (staged before the commit transaction, each in its own) ------------------
 
