@@ -969,6 +969,44 @@ def history(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
     )
 
 
+@main.command()
+@click.argument("db")
+@click.argument("source")
+@click.argument("target")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Copy only the newest N checkpoints of SOURCE's lineage (the oldest becomes a root).",
+)
+@click.option("--reason", default="fork (cli)", show_default=True)
+@json_option
+@command
+def fork(db: str, source: str, target: str, limit: int | None, reason: str, as_json: bool) -> None:
+    """Copy the lineage of SOURCE's CURRENT into namespace TARGET (a fork).
+
+    The copies share every blob with their sources (no byte is copied), keep their
+    metadata and parent links, and land in one transaction; TARGET's CURRENT moves once, to
+    the copy of SOURCE's CURRENT. Running it again copies nothing new.
+    """
+    with _open(db) as handle:
+        lineage = handle.lineage(source, limit=limit)
+        if not lineage:
+            raise errors.NamespaceNotFoundError(
+                f"namespace {source!r} has no CURRENT checkpoint to fork; see `ckptdb "
+                "namespaces DB`",
+                namespace=source,
+            )
+        report = handle.copy_checkpoints([c.id for c in reversed(lineage)], target, reason=reason)
+    if as_json:
+        _print_json(report)
+        return
+    click.echo(
+        f"{target}: {len(report.copies)} checkpoint(s) of {source} copied ({report.created} new, "
+        f"no blob bytes); CURRENT is {report.current_id}"
+    )
+
+
 @main.command(name="set-current")
 @click.argument("db")
 @click.argument("namespace")
@@ -1861,6 +1899,7 @@ SHORT_HELP = {
     "diff": "Show what changed between two checkpoints.",
     "drop-namespace": "Delete a namespace and its checkpoints.",
     "export": "Write the selected lineage to a new ckptdb file.",
+    "fork": "Copy a namespace's lineage into another, sharing its blobs.",
     "gc": "Delete what retention does not keep.",
     "history": "Show every move of a namespace's CURRENT.",
     "import": "Merge the checkpoints of another ckptdb file.",

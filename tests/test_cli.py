@@ -427,6 +427,24 @@ def test_history_set_current_and_receipts(populated: Path) -> None:
     assert "verify" in kinds
 
 
+def test_fork_copies_the_lineage_without_blob_bytes(populated: Path) -> None:
+    before = run_json("stats", str(populated))
+    report = run_json("fork", str(populated), "brain", "brain-try-b")
+    assert len(report["copies"]) == 2 and report["created"] == 2
+    after = run_json("stats", str(populated))
+    assert (after["blobs"], after["stored_bytes"]) == (before["blobs"], before["stored_bytes"])
+    log = run_json("log", str(populated), "brain-try-b")
+    assert [c["metadata"]["turn"] for c in log] == [2, 1]
+    assert log[0]["id"] == report["current_id"]
+    assert run("cat", str(populated), "brain-try-b@current", "a.txt").stdout == "alpha v2\n"
+    assert run_json("fork", str(populated), "brain", "brain-try-b")["created"] == 0
+    newest = run_json("fork", str(populated), "brain", "newest-only", "--limit", "1")
+    assert len(newest["copies"]) == 1
+    assert run_json("log", str(populated), "newest-only")[0]["parent_id"] is None
+    missing = run("fork", str(populated), "no-such", "x", code=3)
+    assert "namespace_not_found" in missing.stderr
+
+
 def test_demo_runs_and_never_damages_the_users_database(tmp_path: Path) -> None:
     db = tmp_path / "mine.ckpt"
     (tmp_path / "state.json").write_text('{"mine": true}')
