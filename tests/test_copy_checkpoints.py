@@ -155,6 +155,11 @@ def test_copies_stay_inside_their_key_scope(db_path: Path) -> None:
         rows = _snapshot(db_path)
         with pytest.raises(errors.EncryptedScopeError):
             db.copy_checkpoints(ids, "plain-fork")
+        # no entries to tell: the namespaces' scopes decide (its metadata is sealed)
+        empty = db.commit("t/empty", {}, metadata={"secret": 1}).checkpoint_id
+        rows = _snapshot(db_path)
+        with pytest.raises(errors.EncryptedScopeError):
+            db.copy_checkpoints([empty], "plain-fork")
         assert _snapshot(db_path) == rows
         report = db.copy_checkpoints(ids, "t/fork", metadata={"fork": 1})
         copy = db.get(report.copies[ids[-1]])

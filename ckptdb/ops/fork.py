@@ -104,11 +104,15 @@ def copy_checkpoints(
         row.seq: canonical.entries_json(e.record() for e in entries[row.seq])
         for row in sources.values()
     }
+    scope_of: dict[str, int | None] = {}  # source namespace -> its key scope
     for row in sources.values():
         listed = entries[row.seq]
         checkpoints.check_manifest(row, listed, entries_json[row.seq])
-        check_scope(handle, row, listed)
-        if any(e.scope_id != scope.scope_id for e in listed):
+        check_scope(handle, row, listed)  # its entries lie in its namespace's scope
+        if row.namespace not in scope_of:
+            covering = store.keyring.row_for_namespace(conn, row.namespace)
+            scope_of[row.namespace] = None if covering is None else covering.scope_id
+        if scope_of[row.namespace] != scope.scope_id:
             raise errors.EncryptedScopeError(
                 f"checkpoint {row.id[:12]} of {row.namespace!r} is in another key scope than "
                 f"{namespace!r}; copies by reference stay inside one scope. Read its entries "
@@ -128,16 +132,16 @@ def copy_checkpoints(
             namespace=namespace,
         )
     if ptr is not None:
-        namespace_id = ptr.namespace_id
+        namespace_id, stored_scope = ptr.namespace_id, ptr.scope_id
     else:
-        namespace_id, scope_id = checkpoints.ensure_namespace(conn, namespace, now_ms)
-        if scope_id != scope.scope_id:
-            store.keyring.forget()
-            raise errors.ScopeChangedError(
-                f"namespace {namespace!r}: its encryption settings changed meanwhile; "
-                "nothing was copied. Copy again.",
-                namespace=namespace,
-            )
+        namespace_id, stored_scope = checkpoints.ensure_namespace(conn, namespace, now_ms)
+    if stored_scope != scope.scope_id:  # another handle created a scope meanwhile
+        store.keyring.forget()
+        raise errors.ScopeChangedError(
+            f"namespace {namespace!r}: its encryption settings changed meanwhile; nothing "
+            "was copied. Copy again.",
+            namespace=namespace,
+        )
 
     # Parents named by the caller that are not copied here must already be in the target.
     outside = {p for p in parents.values() if p is not None and p not in sources}
