@@ -1,4 +1,4 @@
-"""Crash loop: SIGKILL a process that commits, pins and collects garbage, again and again.
+"""Crash loop: SIGKILL a process that commits, pins, forks and collects garbage, again and again.
 
     python tools/crash_loop.py --kills 100      # quick mode (what CI runs, ~1 minute)
     python tools/crash_loop.py --kills 2000     # release mode (~15-20 minutes)
@@ -13,7 +13,10 @@ After every kill the parent checks, on the file the dead process left:
   content of that commit;
 * no acknowledged checkpoint is lost: the last ``KEEP_LAST`` acknowledged commits (the
   retention window the workload's GC uses) and every acknowledged pin are present and
-  verify.
+  verify;
+* every acknowledged fork (``copy_checkpoints`` of the newest checkpoints into a new
+  namespace) is there with its CURRENT on the acknowledged copy, holding its source's
+  content (a fork the kill interrupted must leave nothing verify would flag).
 
 ``--encrypted``: the worker commits into an encrypted key scope and now and then rotates
 its key (keys travel in a 0600 key file, never on a command line; see crash_worker.py).
@@ -110,6 +113,7 @@ def run(
     namespace = SEALED_NAMESPACE if encrypted else NAMESPACE
     acked: dict[int, str] = {}
     pins: dict[str, str] = {}
+    forks: dict[str, str] = {}  # acknowledged: namespace -> the copy CURRENT must name
     violations: list[str] = []
     gcs = 0
     mid_commit = 0
@@ -156,6 +160,8 @@ def run(
                 last_ack = int(args[0])
             elif word == "PIN":
                 pins[args[0]] = args[1]
+            elif word == "FORK":
+                forks[args[0]] = args[1]
             elif word == "GC":
                 gcs += 1
             elif word == "ROTATED":
@@ -219,6 +225,14 @@ def run(
                         db.get(cid).verify()
                     except ckptdb.CkptdbError as exc:
                         violations.append(f"kill {kill}: pinned {name} lost: {exc.code}")
+                for fork_ns, cid in forks.items():
+                    head = db.current(fork_ns)
+                    if head is None or head.id != cid:
+                        violations.append(f"kill {kill}: acknowledged fork {fork_ns} lost")
+                    elif {n: head.read(n) for n in head.entries} != entries_for(
+                        int(head.metadata["i"]), encrypted
+                    ):
+                        violations.append(f"kill {kill}: fork {fork_ns} has the wrong content")
                 next_i = i + 1
         except ckptdb.CkptdbError as exc:
             violations.append(f"kill {kill}: cannot open after the kill: {exc.code}: {exc}")
@@ -230,6 +244,7 @@ def run(
         "seconds": round(time.monotonic() - started, 1),
         "commits_acknowledged": len(acked),
         "pins_acknowledged": len(pins),
+        "forks_acknowledged": len(forks),
         "gc_runs_completed": gcs,
         "kills_landing_mid_commit": mid_commit,
         "acknowledged_lost": sum(1 for v in violations if "lost" in v),

@@ -6,7 +6,8 @@ SIGKILL at random moments and then checks the database.
 Protocol (stdout, one line each, flushed *after* the operation returned):
 ``READY``; ``ACK <i> <checkpoint id>`` after commit ``i``; ``PIN <name> <checkpoint id>``
 after a pin; ``GC <deleted>`` after a garbage collection; ``ROTATED <generation>`` after a
-``rotate_key``.
+``rotate_key``; ``FORK <namespace> <checkpoint id>`` after ``copy_checkpoints`` copied the
+newest checkpoints of the lineage into a new namespace (the id: the copy of CURRENT).
 
 With ``--key-file PATH`` the worker commits into an encrypted key scope (namespace
 :data:`SEALED_NAMESPACE`, key id :data:`KEY_ID`) and now and then rotates its key. Keys never
@@ -120,6 +121,13 @@ def main() -> None:
             elif roll < 0.25:
                 report = db.gc(ckptdb.RetentionPolicy(keep_last=KEEP_LAST), grace=0)
                 out.write(f"GC {report.checkpoints_deleted}\n")
+                out.flush()
+            elif roll < 0.31:
+                # A fork lands whole or not at all (one transaction), in the source's scope.
+                lineage = db.lineage(namespace, limit=KEEP_LAST)
+                target = f"{SCOPE_PREFIX if sealed else ''}fork-{i}"
+                copied = db.copy_checkpoints([c.id for c in reversed(lineage)], target)
+                out.write(f"FORK {target} {copied.current_id}\n")
                 out.flush()
             i += 1
 
