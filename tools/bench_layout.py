@@ -1,6 +1,6 @@
 """Benchmark: what a leaner storage layout would buy a small commit (issue 13 item 3).
 
-    python tools/bench_layout.py                  # 9 rounds x 200 commits per contender (~1 min)
+    python tools/bench_layout.py                  # 25 rounds x 80 commits per contender (~1-2 min)
     python tools/bench_layout.py --quick          # seconds, a smoke check
     python tools/bench_layout.py --json out.json
 
@@ -752,8 +752,8 @@ def _table(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--per-round", type=int, default=200, help="commits per contender")
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--per-round", type=int, default=80, help="commits per contender")
     parser.add_argument("--warmup", type=int, default=5000, help="commits before measuring")
     parser.add_argument("--namespaces", type=int, default=1000, help="of the round-robin files")
     parser.add_argument("--frame-commits", type=int, default=300, help="commits whose frames count")
