@@ -20,10 +20,11 @@ from __future__ import annotations
 import io
 from array import array
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, NoReturn, TypeAlias, overload
 
 from .. import canonical, errors
 from ..connection import Connection
@@ -43,8 +44,17 @@ READ_AT_ONCE = 16 * 1024 * 1024
 _ID_BATCH = 500
 #: Buffers queued for the whole-blob hash at most (memory stays bounded if it falls behind).
 _HASH_WINDOW = 32
-#: A streaming read fetches chunks in windows of at most this many stored bytes.
+#: A streaming read fetches chunks in windows of at most this many stored bytes (and at
+#: most this many chunks), each window in one short read transaction.
 READ_WINDOW_BYTES = 4 * 1024 * 1024
+_WINDOW_ROWS = 64
+#: A streaming read of a blob this large verifies on helper threads while the caller
+#: consumes (a smaller one is done before threads would have started).
+PARALLEL_READ_MIN = 8 * 1024 * 1024
+#: ... fetching at most this many bytes (stored or decoded) ahead of the caller ...
+READ_AHEAD_BYTES = 12 * 1024 * 1024
+#: ... and letting the whole-blob hash fall at most this many bytes behind it.
+_WHOLE_BEHIND_BYTES = 8 * 1024 * 1024
 #: Chunk bytes up to this size are bound as a parameter; larger ones are written with
 #: incremental blob I/O (no copy into a record first).
 _BIND_LIMIT = 256 * 1024
@@ -665,6 +675,11 @@ class BlobStore:
             check_types(r, (int, (str, type(None)), (int, type(None)), int, int), "chunk list row")
         return list_digest, [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
+    def read_chunk(self, chunk_id: int) -> bytes | None:
+        """One chunk's stored (unverified) bytes, copied once out of SQLite's pages; None
+        if the chunk's bytes are gone (or are no BLOB)."""
+        return self.conn.read_blob("chunk_data", "data", chunk_id)
+
     def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
         """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
         or None if the chunk is gone."""
@@ -675,20 +690,41 @@ class BlobStore:
         return self.conn.one("SELECT 1 FROM blob WHERE blob_id = ?", (blob_id,)) is not None
 
 
+#: One fetched chunk, values as stored: (digest, size, codec, stored bytes or None).
+_Fetched: TypeAlias = tuple[Any, Any, Any, bytes | None]
+
+
 class ChunkedBlobReader(io.RawIOBase):
     """A read-only binary stream over a chunked blob that verifies before it hands out.
 
     Before the first byte, one pass over the chunk list checks it against its digest and
     the sizes against the blob's, keeping the verified digests compactly. Bytes are then
-    read in windows of chunks (one short read transaction each, at most
-    :data:`READ_WINDOW_BYTES` of stored bytes), each chunk decoded and checked against its
-    digest before it is handed out, and the last one only once the whole blob matches. So
-    memory is bounded by a window, and a long-lived stream never blocks writers or
+    fetched in windows of chunks (one short read transaction each, at most
+    :data:`READ_WINDOW_BYTES` of stored bytes, each chunk copied once out of SQLite's pages
+    by incremental blob I/O), each chunk decoded and checked against its digest before any
+    of its bytes are handed out, and the last one only once the whole blob matches. So
+    memory is bounded by the read-ahead, and a long-lived stream never blocks writers or
     checkpoints.
+
+    A blob of at least :data:`PARALLEL_READ_MIN` bytes is read as a pipeline over three
+    threads (hashlib, zstd, OpenSSL and SQLite's blob reads all release the GIL): the
+    caller's thread fetches windows up to :data:`READ_AHEAD_BYTES` ahead and hands out
+    verified chunks; one helper decodes and verifies the fetched chunks in order; another
+    (:class:`BackgroundHash`) feeds the whole-blob digest with the verified ones. Helpers
+    never touch the connection: every statement runs on the caller's thread, inside
+    ``guard`` (the handle's lock, for a stream read piece by piece) or inside the caller's
+    own read transaction (``guard`` None). :meth:`close` stops both helpers.
     """
 
     def __init__(
-        self, store: BlobStore, blob_id: int, digest: str, size: int, where: dict[str, Any]
+        self,
+        store: BlobStore,
+        blob_id: int,
+        digest: str,
+        size: int,
+        where: dict[str, Any],
+        *,
+        guard: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> None:
         super().__init__()
         self._store = store
@@ -696,23 +732,23 @@ class ChunkedBlobReader(io.RawIOBase):
         self._digest = digest
         self._size = size
         self._where = where
+        self._guard = guard if guard is not None else nullcontext
         self._digests = DigestList()
         conn = store.conn
-        total = largest = 0
-        with conn.read_transaction():
+        total = 0
+        with self._guard(), conn.read_transaction():
             list_digest = store.chunk_list_digest(blob_id)
             self._scope = store.scope_of_blob(blob_id)
             for row in conn.iterate(
-                "SELECT c.digest, c.size, coalesce(c.stored_size, c.size) FROM blob_chunk bc"
+                "SELECT c.digest, c.size FROM blob_chunk bc"
                 " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ?"
                 " ORDER BY bc.seq",
                 (blob_id,),
             ):
-                chunk_digest, chunk_size, stored_size = row
+                chunk_digest, chunk_size = row
                 if not (
                     isinstance(chunk_digest, str)
                     and isinstance(chunk_size, int)
-                    and isinstance(stored_size, int)
                     and len(chunk_digest) == 64
                 ):
                     self._corrupt("a chunk of the blob is missing", "chunk_missing")
@@ -721,8 +757,8 @@ class ChunkedBlobReader(io.RawIOBase):
                 except ValueError:
                     self._corrupt("a chunk digest is not hex", "chunk_list_mismatch")
                 total += chunk_size
-                largest = max(largest, stored_size, chunk_size)
-        if list_digest is None and not self._digests and not store.blob_exists(blob_id):
+            exists = list_digest is not None or bool(self._digests) or store.blob_exists(blob_id)
+        if not exists:
             raise errors.CheckpointNotFoundError(
                 f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
             )
@@ -730,16 +766,25 @@ class ChunkedBlobReader(io.RawIOBase):
             self._corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
         if total != size:
             self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
-        self._per_window = max(1, READ_WINDOW_BYTES // max(largest, 1))
-        self._window: deque[tuple[Any, ...]] = deque()
+        #: fetched chunks in order: (verification future or None, fetched row, cost)
+        self._ahead: deque[tuple[Future[bytes | None] | None, _Fetched, int]] = deque()
+        self._ahead_bytes = 0
         self._next = 0  # index of the next chunk to hand out
         self._fetched = 0  # index of the next chunk to fetch
         self._buffer = memoryview(b"")
         self._current = b""
-        self._whole = BackgroundHash(self._scope)
         self._position = 0
+        self._failure: errors.CkptdbError | None = None
+        self._verifier: ThreadPoolExecutor | None = None
+        self._whole: BackgroundHash | None = None
+        self._hashing: deque[tuple[Future[None], int]] = deque()
+        self._hashing_bytes = 0
+        self._inline_hash = self._scope.hasher()
+        if size >= PARALLEL_READ_MIN and len(self._digests) > 1:
+            self._verifier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-verify")
+            self._whole = BackgroundHash(self._scope)
 
-    def _corrupt(self, what: str, detail_code: str) -> None:
+    def _corrupt(self, what: str, detail_code: str) -> NoReturn:
         raise errors.CorruptionError(
             f"entry {self._where.get('entry')!r} (blob {self._digest[:12]}): {what}; "
             "nothing more was returned",
@@ -750,61 +795,145 @@ class ChunkedBlobReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _fill_window(self) -> None:
-        conn = self._store.conn
-        with conn.read_transaction():
+    # -- fetching (the caller's thread, inside the guard) ---------------------------------
+
+    def _fetch_window(self) -> None:
+        """Fetch the next window of chunks in one read transaction and queue each for
+        verification. Metadata and bytes come from one snapshot (a repair that re-encodes
+        a chunk between them cannot pair one chunk's codec with another encoding)."""
+        store = self._store
+        conn = store.conn
+        fetched: list[_Fetched] = []
+        with self._guard(), conn.read_transaction():
             rows = conn.execute(
-                "SELECT c.digest, c.size, coalesce(c.codec, 0), d.data FROM blob_chunk bc"
+                "SELECT bc.chunk_id, c.digest, c.size, coalesce(c.codec, 0) FROM blob_chunk bc"
                 " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
-                " LEFT JOIN chunk_data d ON d.chunk_id = bc.chunk_id"
                 " WHERE bc.blob_id = ? AND bc.seq >= ? ORDER BY bc.seq LIMIT ?",
-                (self._blob_id, self._fetched, self._per_window),
+                (self._blob_id, self._fetched, _WINDOW_ROWS),
             )
-            if not rows and not self._store.blob_exists(self._blob_id):
+            if not rows and not store.blob_exists(self._blob_id):
                 raise errors.CheckpointNotFoundError(
                     f"blob {self._digest[:12]} was garbage-collected while being read",
                     **self._where,
                 )
-        self._window.extend(rows)
-        self._fetched += len(rows)
+            taken = 0
+            for chunk_id, chunk_digest, chunk_size, codec_id in rows:
+                stored = store.read_chunk(chunk_id) if type(chunk_id) is int else None
+                fetched.append((chunk_digest, chunk_size, codec_id, stored))
+                taken += len(stored or b"")
+                if taken >= READ_WINDOW_BYTES:
+                    break
+        index = self._fetched
+        for row in fetched:
+            raw_size = row[1] if type(row[1]) is int else 0
+            cost = max(len(row[3] or b""), min(raw_size, codec.MAX_RAW_SIZE))
+            future = (
+                None
+                if self._verifier is None
+                else self._verifier.submit(self._verified, index, row)
+            )
+            self._ahead.append((future, row, cost))
+            self._ahead_bytes += cost
+            index += 1
+        self._fetched = index
+
+    def _read_ahead(self) -> None:
+        """Keep up to READ_AHEAD_BYTES fetched ahead of the caller (one window at least)."""
+        limit = READ_AHEAD_BYTES if self._verifier is not None else 0
+        while self._fetched < len(self._digests) and (not self._ahead or self._ahead_bytes < limit):
+            before = self._fetched
+            self._fetch_window()
+            if self._fetched == before:
+                return  # the list ended early: the caller reports the missing chunk
+
+    # -- verifying (a helper thread, or the caller's for a small blob) --------------------
+
+    def _verified(self, index: int, row: _Fetched) -> bytes | None:
+        """The raw bytes of fetched chunk ``index`` if they decode and match its verified
+        digest, else None. Touches no connection and no state the caller changes."""
+        chunk_digest, chunk_size, codec_id, stored = row
+        expected = self._digests[index]
+        if chunk_digest != expected or type(chunk_size) is not int:
+            return None
+        scope = self._scope
+        raw = decoded(codec_id, stored, chunk_size, scope, expected)
+        if raw is None or scope.address(raw) != expected:
+            return None
+        return raw
+
+    # -- handing out (the caller's thread) ------------------------------------------------
 
     def _load_next(self) -> bool:
+        if self._failure is not None:
+            raise self._failure  # damage found once stays reported: nothing after it
         if self._next >= len(self._digests):
             return False
+        try:
+            return self._hand_out_next()
+        except (errors.CorruptionError, errors.CheckpointNotFoundError) as exc:
+            self._failure = exc
+            raise
+
+    def _hand_out_next(self) -> bool:
         self._buffer = memoryview(b"")  # the caller has taken everything from it
-        if not self._window:
-            self._fill_window()
-            if not self._window:
+        self._current = b""
+        if not self._ahead:
+            self._read_ahead()
+            if not self._ahead:
                 self._corrupt(f"chunk {self._next} is missing", "chunk_missing")
-        chunk_digest, chunk_size, codec_id, stored = self._window.popleft()
-        expected = self._digests[self._next]
-        scope = self._scope
-        raw = (
-            decoded(codec_id, stored, chunk_size, scope, expected)
-            if isinstance(chunk_size, int)
-            else None
-        )
-        if raw is None or chunk_digest != expected or scope.address(raw) != expected:
-            if not self._store.blob_exists(self._blob_id):
+        future, row, cost = self._ahead.popleft()
+        self._ahead_bytes -= cost
+        # Fetch the next window now, while the helper verifies what is already queued.
+        self._read_ahead()
+        raw = self._verified(self._next, row) if future is None else future.result()
+        if raw is None:
+            with self._guard():
+                gone = not self._store.blob_exists(self._blob_id)
+            if gone:
                 raise errors.CheckpointNotFoundError(
                     f"blob {self._digest[:12]} was garbage-collected while being read",
                     **self._where,
                 )
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
-        assert raw is not None
-        self._whole.update(raw)  # immutable bytes: safe to hash on the helper thread
         self._next += 1
+        last = self._next == len(self._digests)
         # The last chunk is only handed out once the whole blob matches its digest.
-        if self._next == len(self._digests) and self._whole.hexdigest() != self._digest:
+        if self._whole is None:
+            self._inline_hash.update(raw)
+            whole = self._inline_hash.hexdigest() if last else None
+        else:
+            self._feed_whole(raw)  # immutable bytes: safe to hash on the helper thread
+            whole = self._whole.hexdigest() if last else None
+        if last and whole != self._digest:
             self._corrupt("the blob digest does not match", "blob_digest_mismatch")
         self._current = raw
         self._buffer = memoryview(raw)
         return True
 
+    def _feed_whole(self, raw: bytes) -> None:
+        assert self._whole is not None
+        self._hashing.append((self._whole.update(raw), len(raw)))
+        self._hashing_bytes += len(raw)
+        # Bounded memory: wait when the whole-blob hash falls this far behind.
+        while self._hashing_bytes > _WHOLE_BEHIND_BYTES:
+            done, n = self._hashing.popleft()
+            done.result()
+            self._hashing_bytes -= n
+
     def close(self) -> None:
-        """Release the helper thread (also when the stream was not read to the end)."""
+        """Stop the helper threads (also when the stream was not read to the end): queued
+        verifications are cancelled, the one running finishes, and both threads exit."""
         if not self.closed:
-            self._whole.close()
+            try:
+                if self._verifier is not None:
+                    self._verifier.shutdown(wait=True, cancel_futures=True)
+                if self._whole is not None:
+                    self._whole.close()
+            finally:
+                self._ahead.clear()
+                self._hashing.clear()
+                self._buffer = memoryview(b"")
+                self._current = b""
         super().close()
 
     def readinto(self, buffer: Any) -> int:
@@ -824,7 +953,7 @@ class ChunkedBlobReader(io.RawIOBase):
             parts.append(bytes(self._buffer))
             self._buffer = memoryview(b"")
         while self._load_next():
-            parts.append(bytes(self._buffer))
+            parts.append(self._current)  # the verified chunk itself, not a copy
             self._buffer = memoryview(b"")
         data = b"".join(parts)
         self._position += len(data)
