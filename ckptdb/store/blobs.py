@@ -37,9 +37,9 @@ from .scopes import Keyring
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
 MAX_CHUNK_SIZE = 256 * 1024 * 1024
-#: A chunked blob up to this size is read whole in one query (each chunk still verified
-#: before the whole is); larger ones stream chunk by chunk with bounded memory.
-READ_AT_ONCE = 16 * 1024 * 1024
+#: A chunked blob below this size is read whole in one query (each chunk still verified
+#: before the whole is); larger ones go through the pipelined :class:`ChunkedBlobReader`.
+READ_AT_ONCE = 8 * 1024 * 1024
 #: Digests looked up, and chunk-list rows written, per statement batch.
 _ID_BATCH = 500
 #: Buffers queued for the whole-blob hash at most (memory stays bounded if it falls behind).
@@ -50,7 +50,7 @@ READ_WINDOW_BYTES = 4 * 1024 * 1024
 _WINDOW_ROWS = 64
 #: A streaming read of a blob this large verifies on helper threads while the caller
 #: consumes (a smaller one is done before threads would have started).
-PARALLEL_READ_MIN = 8 * 1024 * 1024
+PARALLEL_READ_MIN = READ_AT_ONCE
 #: ... fetching at most this many bytes (stored or decoded) ahead of the caller ...
 READ_AHEAD_BYTES = 12 * 1024 * 1024
 #: ... and letting the whole-blob hash fall at most this many bytes behind it.
@@ -603,7 +603,7 @@ class BlobStore:
                     **where,
                 )
             return data
-        if size <= READ_AT_ONCE:
+        if size < READ_AT_ONCE:
             return self._read_small_chunked(blob_id, digest, size, where, scope)
         reader = ChunkedBlobReader(self, blob_id, digest, size, where)
         try:
@@ -692,6 +692,9 @@ class BlobStore:
 
 #: One fetched chunk, values as stored: (digest, size, codec, stored bytes or None).
 _Fetched: TypeAlias = tuple[Any, Any, Any, bytes | None]
+#: One fetched window: (its verification on the helper, or None; index of its first
+#: chunk; its chunks; the bytes it holds, stored or decoded, whichever is more).
+_Window: TypeAlias = tuple["Future[list[bytes]] | None", int, list[_Fetched], int]
 
 
 class ChunkedBlobReader(io.RawIOBase):
@@ -709,8 +712,10 @@ class ChunkedBlobReader(io.RawIOBase):
     A blob of at least :data:`PARALLEL_READ_MIN` bytes is read as a pipeline over three
     threads (hashlib, zstd, OpenSSL and SQLite's blob reads all release the GIL): the
     caller's thread fetches windows up to :data:`READ_AHEAD_BYTES` ahead and hands out
-    verified chunks; one helper decodes and verifies the fetched chunks in order; another
-    (:class:`BackgroundHash`) feeds the whole-blob digest with the verified ones. Helpers
+    verified chunks; one helper decodes and verifies each fetched window, in order; another
+    feeds the whole-blob hash with the verified windows, in order, at most
+    :data:`_WHOLE_BEHIND_BYTES` behind. (Work goes to the helpers a window at a time, so
+    futures and thread wake-ups are paid per window, not per chunk.) Helpers
     never touch the connection: every statement runs on the caller's thread, inside
     ``guard`` (the handle's lock, for a stream read piece by piece) or inside the caller's
     own read transaction (``guard`` None). :meth:`close` stops both helpers.
@@ -766,23 +771,27 @@ class ChunkedBlobReader(io.RawIOBase):
             self._corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
         if total != size:
             self._corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
-        #: fetched chunks in order: (verification future or None, fetched row, cost)
-        self._ahead: deque[tuple[Future[bytes | None] | None, _Fetched, int]] = deque()
+        #: fetched windows in order: (their verification or None, first index, rows, cost)
+        self._ahead: deque[_Window] = deque()
         self._ahead_bytes = 0
+        #: verified raw chunks of the window being handed out, and whether one after them
+        #: failed verification (reported once they are taken)
+        self._ready: deque[bytes] = deque()
+        self._ready_failed = False
         self._next = 0  # index of the next chunk to hand out
         self._fetched = 0  # index of the next chunk to fetch
         self._buffer = memoryview(b"")
         self._current = b""
         self._position = 0
         self._failure: errors.CkptdbError | None = None
+        self._whole = self._scope.hasher()
         self._verifier: ThreadPoolExecutor | None = None
-        self._whole: BackgroundHash | None = None
+        self._hasher: ThreadPoolExecutor | None = None
         self._hashing: deque[tuple[Future[None], int]] = deque()
         self._hashing_bytes = 0
-        self._inline_hash = self._scope.hasher()
         if size >= PARALLEL_READ_MIN and len(self._digests) > 1:
             self._verifier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-verify")
-            self._whole = BackgroundHash(self._scope)
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
 
     def _corrupt(self, what: str, detail_code: str) -> NoReturn:
         raise errors.CorruptionError(
@@ -823,19 +832,19 @@ class ChunkedBlobReader(io.RawIOBase):
                 taken += len(stored or b"")
                 if taken >= READ_WINDOW_BYTES:
                     break
-        index = self._fetched
+        cost = 0
         for row in fetched:
             raw_size = row[1] if type(row[1]) is int else 0
-            cost = max(len(row[3] or b""), min(raw_size, codec.MAX_RAW_SIZE))
-            future = (
-                None
-                if self._verifier is None
-                else self._verifier.submit(self._verified, index, row)
-            )
-            self._ahead.append((future, row, cost))
-            self._ahead_bytes += cost
-            index += 1
-        self._fetched = index
+            cost += max(len(row[3] or b""), min(raw_size, codec.MAX_RAW_SIZE))
+        first = self._fetched
+        future = (
+            None
+            if self._verifier is None
+            else self._verifier.submit(self._verified_window, first, fetched)
+        )
+        self._ahead.append((future, first, fetched, cost))
+        self._ahead_bytes += cost
+        self._fetched = first + len(fetched)
 
     def _read_ahead(self) -> None:
         """Keep up to READ_AHEAD_BYTES fetched ahead of the caller (one window at least)."""
@@ -848,18 +857,25 @@ class ChunkedBlobReader(io.RawIOBase):
 
     # -- verifying (a helper thread, or the caller's for a small blob) --------------------
 
-    def _verified(self, index: int, row: _Fetched) -> bytes | None:
-        """The raw bytes of fetched chunk ``index`` if they decode and match its verified
-        digest, else None. Touches no connection and no state the caller changes."""
-        chunk_digest, chunk_size, codec_id, stored = row
-        expected = self._digests[index]
-        if chunk_digest != expected or type(chunk_size) is not int:
-            return None
+    def _verified_window(self, first: int, rows: list[_Fetched]) -> list[bytes]:
+        """The raw bytes of the fetched chunks from index ``first`` on that decode and
+        match their verified digests, up to the first that does not (the list is then
+        shorter than ``rows``). Touches no connection and no state the caller changes."""
+        out: list[bytes] = []
         scope = self._scope
-        raw = decoded(codec_id, stored, chunk_size, scope, expected)
-        if raw is None or scope.address(raw) != expected:
-            return None
-        return raw
+        for index, (chunk_digest, chunk_size, codec_id, stored) in enumerate(rows, first):
+            expected = self._digests[index]
+            if chunk_digest != expected or type(chunk_size) is not int:
+                break
+            raw = decoded(codec_id, stored, chunk_size, scope, expected)
+            if raw is None or scope.address(raw) != expected:
+                break
+            out.append(raw)
+        return out
+
+    def _hash_window(self, raws: list[bytes]) -> None:
+        for raw in raws:
+            self._whole.update(raw)
 
     # -- handing out (the caller's thread) ------------------------------------------------
 
@@ -877,16 +893,9 @@ class ChunkedBlobReader(io.RawIOBase):
     def _hand_out_next(self) -> bool:
         self._buffer = memoryview(b"")  # the caller has taken everything from it
         self._current = b""
-        if not self._ahead:
-            self._read_ahead()
-            if not self._ahead:
-                self._corrupt(f"chunk {self._next} is missing", "chunk_missing")
-        future, row, cost = self._ahead.popleft()
-        self._ahead_bytes -= cost
-        # Fetch the next window now, while the helper verifies what is already queued.
-        self._read_ahead()
-        raw = self._verified(self._next, row) if future is None else future.result()
-        if raw is None:
+        if not self._ready and not self._ready_failed:
+            self._take_window()
+        if not self._ready:
             with self._guard():
                 gone = not self._store.blob_exists(self._blob_id)
             if gone:
@@ -895,27 +904,41 @@ class ChunkedBlobReader(io.RawIOBase):
                     **self._where,
                 )
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
+        raw = self._ready.popleft()
         self._next += 1
-        last = self._next == len(self._digests)
         # The last chunk is only handed out once the whole blob matches its digest.
-        if self._whole is None:
-            self._inline_hash.update(raw)
-            whole = self._inline_hash.hexdigest() if last else None
-        else:
-            self._feed_whole(raw)  # immutable bytes: safe to hash on the helper thread
-            whole = self._whole.hexdigest() if last else None
-        if last and whole != self._digest:
-            self._corrupt("the blob digest does not match", "blob_digest_mismatch")
+        if self._next == len(self._digests):
+            for done, _ in self._hashing:
+                done.result()
+            self._hashing.clear()
+            if self._whole.hexdigest() != self._digest:
+                self._corrupt("the blob digest does not match", "blob_digest_mismatch")
         self._current = raw
         self._buffer = memoryview(raw)
         return True
 
-    def _feed_whole(self, raw: bytes) -> None:
-        assert self._whole is not None
-        self._hashing.append((self._whole.update(raw), len(raw)))
-        self._hashing_bytes += len(raw)
+    def _take_window(self) -> None:
+        """Make the next fetched window's verified chunks ready, and queue them for the
+        whole-blob hash."""
+        if not self._ahead:
+            self._read_ahead()
+            if not self._ahead:
+                self._corrupt(f"chunk {self._next} is missing", "chunk_missing")
+        future, first, rows, cost = self._ahead.popleft()
+        self._ahead_bytes -= cost
+        # Fetch the next window now, while the helper verifies what is already queued.
+        self._read_ahead()
+        raws = self._verified_window(first, rows) if future is None else future.result()
+        self._ready.extend(raws)
+        self._ready_failed = len(raws) < len(rows)
+        if self._hasher is None:
+            self._hash_window(raws)
+            return
+        size = sum(len(raw) for raw in raws)
+        self._hashing.append((self._hasher.submit(self._hash_window, raws), size))
+        self._hashing_bytes += size
         # Bounded memory: wait when the whole-blob hash falls this far behind.
-        while self._hashing_bytes > _WHOLE_BEHIND_BYTES:
+        while self._hashing_bytes > _WHOLE_BEHIND_BYTES and len(self._hashing) > 1:
             done, n = self._hashing.popleft()
             done.result()
             self._hashing_bytes -= n
@@ -925,12 +948,12 @@ class ChunkedBlobReader(io.RawIOBase):
         verifications are cancelled, the one running finishes, and both threads exit."""
         if not self.closed:
             try:
-                if self._verifier is not None:
-                    self._verifier.shutdown(wait=True, cancel_futures=True)
-                if self._whole is not None:
-                    self._whole.close()
+                for pool in (self._verifier, self._hasher):
+                    if pool is not None:
+                        pool.shutdown(wait=True, cancel_futures=True)
             finally:
                 self._ahead.clear()
+                self._ready.clear()
                 self._hashing.clear()
                 self._buffer = memoryview(b"")
                 self._current = b""
