@@ -26,7 +26,8 @@ def read_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> bytes:
 
 
 def open_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> IO[bytes]:
-    """A verified binary stream over an entry, bounded in memory by one chunk."""
+    """A verified binary stream over an entry, bounded in memory by its read-ahead (a few
+    windows of chunks, whatever the entry size)."""
     if entry.chunk_count == 0:
         return io.BytesIO(read_entry(handle, checkpoint_id, entry))
     where = {"checkpoint_id": checkpoint_id, "entry": entry.name}
