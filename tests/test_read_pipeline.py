@@ -23,12 +23,28 @@ SIZE = 3 * blobs.PARALLEL_READ_MIN
 KEY = bytes(range(32))
 
 
-def _helpers() -> list[threading.Thread]:
-    return [
+_BEFORE: set[threading.Thread] = set()
+
+
+def _all_helpers() -> set[threading.Thread]:
+    return {
         t
         for t in threading.enumerate()
         if t.name.startswith(("ckptdb-verify", "ckptdb-hash")) and t.is_alive()
-    ]
+    }
+
+
+@pytest.fixture(autouse=True)
+def _baseline() -> None:
+    """Helper threads of readers this test did not start (another test's stream not yet
+    collected) are not this test's to count."""
+    _BEFORE.clear()
+    _BEFORE.update(_all_helpers())
+
+
+def _helpers() -> set[threading.Thread]:
+    """Reader helper threads started by this test and still running."""
+    return _all_helpers() - _BEFORE
 
 
 def _chunks(path: Path, digest: str) -> list[tuple[int, int, str, int, int]]:
