@@ -411,6 +411,27 @@ class Connection:
             raise _translate(exc, f"reading {table}.{column}") from exc
         return length
 
+    def read_blob(self, table: str, column: str, rowid: int) -> bytes | None:
+        """A whole BLOB (or TEXT) value as bytes with incremental blob I/O, or None when the
+        row does not exist or holds no BLOB or TEXT. One copy, from SQLite's pages into the
+        result: a ``SELECT`` of a large value copies it twice (into a record, then out)."""
+        try:
+            blob = self._raw.blob_open("main", table, column, rowid, False)
+        except apsw.SQLError:
+            return None  # no such row, or a value of another type (NULL, a number)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        try:
+            data = blob.read()
+        except _DRIVER_ERRORS as exc:
+            _close_blob(blob)
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        try:
+            blob.close()
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, f"reading {table}.{column}") from exc
+        return bytes(data)
+
     def query_readonly(self, sql: str, params: Params = ()) -> tuple[list[str], list[Row]]:
         """Run an operator's query with an authorizer that allows reading only.
 

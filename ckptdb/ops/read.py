@@ -3,7 +3,8 @@
 An inline blob is checked against its digest before it is returned; a chunked one streams
 through :class:`~ckptdb.store.blobs.ChunkedBlobReader`, which verifies each chunk before its
 bytes are returned and the whole blob before the last piece. Streams take the handle's lock
-for each chunk, so a long-lived reader never blocks other users of the handle for long.
+for each window of chunks they fetch, so a long-lived reader never blocks other users of the
+handle for long; decoding and hashing run on the reader's helper threads, outside the lock.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def read_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> bytes:
 
 
 def open_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> IO[bytes]:
-    """A verified binary stream over an entry, bounded in memory by one chunk."""
+    """A verified binary stream over an entry, bounded in memory by its read-ahead (a few
+    windows of chunks, whatever the entry size)."""
     if entry.chunk_count == 0:
         return io.BytesIO(read_entry(handle, checkpoint_id, entry))
     where = {"checkpoint_id": checkpoint_id, "entry": entry.name}
@@ -46,26 +48,25 @@ def iter_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> Iterator[
 
 
 class LockedReader(io.RawIOBase):
-    """A chunked-entry stream that takes the handle's lock for each chunk it reads."""
+    """A chunked-entry stream that takes the handle's lock for each window of chunks it
+    fetches (and only then: decoding, verifying and copying out run without it, so other
+    users of the handle -- a commit, GC -- wait for a fetch at most, never for a hash)."""
 
     def __init__(self, handle: Handle, entry: EntryRow, where: dict[str, Any]) -> None:
         super().__init__()
-        self._handle = handle
         with handle.use() as store:
             self._inner = ChunkedBlobReader(
-                store.blobs, entry.blob_id, entry.digest, entry.size, where
+                store.blobs, entry.blob_id, entry.digest, entry.size, where, guard=handle.use
             )
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        with self._handle.use():
-            return self._inner.readinto(buffer)
+        return self._inner.readinto(buffer)
 
     def readall(self) -> bytes:
-        with self._handle.use():
-            return self._inner.readall()
+        return self._inner.readall()
 
     def tell(self) -> int:
         return self._inner.tell()
@@ -77,10 +78,4 @@ class LockedReader(io.RawIOBase):
 
     def iter_chunks(self) -> Iterator[bytes]:
         """Verified chunk-sized pieces."""
-        pieces = self._inner.iter_chunks()
-        while True:
-            with self._handle.use():
-                piece = next(pieces, None)
-            if piece is None:
-                return
-            yield piece
+        return self._inner.iter_chunks()
