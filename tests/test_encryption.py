@@ -649,3 +649,30 @@ def test_keyed_addresses_are_hmac_sha256(data: bytes, cut: int) -> None:
     incremental.update(memoryview(data)[cut:])
     assert incremental.hexdigest() == expected
     assert scope.address(data) == expected  # the keyed prototype is never updated
+
+
+@pytest.mark.parametrize(("column", "value"), [("key_generation", -5), ("scope_id", -3)])
+def test_a_key_scope_row_out_of_range_is_corruption_and_other_namespaces_still_read(
+    enc: ckptdb.Database, db_path: Path, column: str, value: int
+) -> None:
+    """A damaged page can hold integers the schema's CHECKs forbid (found by the corruption
+    campaign: a key generation too large to bind as unsigned 64-bit was an OverflowError)."""
+    import apsw
+
+    enc.commit("tenant-a/t", {"v": _secret("range", 2000)})
+    enc.commit("plain/t", {"v": b"plain"})
+    enc.close()
+    raw = apsw.Connection(str(db_path))
+    try:
+        raw.pragma("ignore_check_constraints", 1)
+        raw.pragma("foreign_keys", 0)
+        if column == "scope_id":  # the namespace must still name it
+            raw.execute("UPDATE namespace SET scope_id = ? WHERE name = 'tenant-a/t'", (value,))
+        raw.execute(f"UPDATE key_scope SET {column} = ? WHERE key_id = 'a'", (value,))
+    finally:
+        raw.close()
+    with ckptdb.open(db_path, keys={"a": KEY_A, "b": KEY_B}) as db:
+        assert db.current("plain/t").read("v") == b"plain"  # type: ignore[union-attr]
+        with pytest.raises(errors.CorruptionError):
+            db.current("tenant-a/t").read("v")  # type: ignore[union-attr]
+        assert not db.verify().ok

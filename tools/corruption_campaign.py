@@ -84,7 +84,8 @@ Method
    ok), ``fallback_not_newest`` (fallback skipped an intact ancestor, or found none while
    one existed), ``sealed_wrong_error`` (damage to the encrypted scope's records or its
    key_scope row made a read of the scope fail with another error than CorruptionError or
-   KeyMismatchError -- SchemaError is also expected for an unknown algorithm name, and
+   KeyMismatchError -- SchemaError is also expected for an unknown algorithm name (a row
+   edit or page damage that changed it: a newer ckptdb's file looks the same), and
    KeyUnavailableError for a key id changed to one the host was not given, which verify
    then lists among the scopes it checked without their key).
 """
@@ -116,6 +117,7 @@ import apsw
 
 import ckptdb
 from ckptdb import errors
+from ckptdb.store.crypto import ALGORITHM
 from ckptdb.testing.wal import wal_resum
 
 CHUNK = 64 * 1024
@@ -1337,6 +1339,12 @@ class Observer:
         if db is None:
             return self.finish()
         try:
+            # A changed algorithm name is what a newer ckptdb's file holds: SchemaError.
+            names = db.query("SELECT algorithm FROM key_scopes").rows
+            self.obs["algorithm_changed"] = any(r[0] != ALGORITHM for r in names)
+        except errors.CkptdbError:
+            pass  # the damage shows in the reads below
+        try:
             self.check_reads(db)
             self.check_namespaces(db)
             self.check_informational(db)
@@ -1670,6 +1678,8 @@ def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
     if obs["untyped"]:
         labels.append("untyped")
     allowed = SEALED_CODES | SEALED_CODES_ALSO.get(case["kind"], frozenset())
+    if obs.get("algorithm_changed"):  # page damage that hit the algorithm name
+        allowed |= {"schema_error"}
     if (
         case.get("target", "").startswith(("sealed_", "key_scope"))
         and set(obs.get("sealed_refusals", {})) - allowed

@@ -82,6 +82,15 @@ def new_data_key() -> bytes:
 
 
 def _wrap_aad(key_id: str, prefix: str, generation: int, scope_id: int) -> bytes:
+    if not (0 <= scope_id < 2**64 and 0 <= generation < 2**64):
+        # The schema's CHECKs hold only for rows SQLite wrote; a damaged page can hold any
+        # integer, and these are bound as unsigned 64-bit numbers.
+        raise errors.CorruptionError(
+            f"the key scope of key id {key_id!r} holds an id or key generation out of range; "
+            "its key_scope row is damaged. Run `ckptdb verify`.",
+            key_id=key_id,
+            reason="key_scope_damaged",
+        )
     return (
         _WRAP_DOMAIN
         + struct.pack(">QQ", scope_id, generation)

@@ -252,7 +252,8 @@ class Keyring:
         if row.algorithm != crypto.ALGORITHM:
             raise errors.SchemaError(
                 f"key id {row.key_id!r} uses encryption {row.algorithm!r}, which this ckptdb "
-                f"does not know (it knows {crypto.ALGORITHM!r}); upgrade ckptdb",
+                f"does not know (it knows {crypto.ALGORITHM!r}): the file was written by a "
+                "newer ckptdb (upgrade) or its key_scope row is damaged (run `ckptdb verify`)",
             )
         data_key = self.data_key(row)
         scope = Scope.unlocked(
