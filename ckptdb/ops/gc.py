@@ -133,18 +133,46 @@ def mark(
     }
     doomed: list[int] = []
     examined = kept = 0
-    for ns_id, items in _candidates(conn, chosen).items():
-        kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
-        examined += len(items)
-        gone = [c.seq for c in items if c.seq not in kept_seqs]
-        kept += len(items) - len(gone)
-        doomed.extend(gone)
+    if all(_reads_only_lineage(p) for p in chosen.values()):
+        # The policies keep only checkpoints on the lineage of CURRENT: evaluate them on
+        # those (a few per namespace with keep_last) and doom every other stored seq,
+        # without building a Candidate per stored checkpoint (100,000 of them: most of
+        # the mark phase).
+        keep_all = protected | extra_keep
+        for ns_id, items in _candidates(conn, chosen, lineage_only=True).items():
+            keep_all |= kept_by_policy(chosen[ns_id], items, now_ms)
+        in_scope = checkpoints.seqs_in_namespaces(conn, sorted(chosen))
+        doomed = [s for s in in_scope if s not in keep_all]
+        examined, kept = len(in_scope), len(in_scope) - len(doomed)
+    else:
+        for ns_id, items in _candidates(conn, chosen).items():
+            kept_seqs = kept_by_policy(chosen[ns_id], items, now_ms) | protected | extra_keep
+            examined += len(items)
+            gone = [c.seq for c in items if c.seq not in kept_seqs]
+            kept += len(items) - len(gone)
+            doomed.extend(gone)
     return Mark(sorted(doomed), examined, kept, sorted(scope), sorted(scope.values()))
 
 
-def _candidates(conn: Connection, chosen: dict[int, RetentionPolicy]) -> dict[int, list[Candidate]]:
+#: The rules of a RetentionPolicy that read only the lineage of CURRENT (see retention.py:
+#: kept_by_policy looks at candidates with a depth, and nothing else, for these).
+_LINEAGE_RULES = frozenset({"keep_last", "keep_every", "keep_hourly", "keep_daily", "keep_weekly"})
+_NO_VALUE_RULES = RetentionPolicy().model_dump(exclude=set(_LINEAGE_RULES))
+
+
+def _reads_only_lineage(policy: RetentionPolicy) -> bool:
+    """True when every rule the policy sets reads only the lineage of CURRENT, so that
+    checkpoints off the lineage (or deeper than it looks) can never be kept by it. Any
+    other rule -- including one added to RetentionPolicy later -- takes the general path."""
+    return policy.model_dump(exclude=set(_LINEAGE_RULES)) == _NO_VALUE_RULES
+
+
+def _candidates(
+    conn: Connection, chosen: dict[int, RetentionPolicy], *, lineage_only: bool = False
+) -> dict[int, list[Candidate]]:
     """Every stored checkpoint of the namespaces (ids) ``chosen`` gives a policy, with what
-    those policies read: the distance from CURRENT, the metadata."""
+    those policies read: the distance from CURRENT, the metadata. ``lineage_only``: only
+    those the lineage walk reached (within the depth the policies look)."""
     ns_ids = sorted(chosen)
     # Walk the lineages only as deep as some policy looks (keep_last alone: its N steps).
     wanted = [p.lineage_depth() for p in chosen.values()]
@@ -157,7 +185,7 @@ def _candidates(conn: Connection, chosen: dict[int, RetentionPolicy]) -> dict[in
     # One pass, positional arguments, no JSON unless a rule reads metadata: this loop runs
     # once per stored checkpoint of the namespaces in scope.
     for seq, ns_id, generation, created, meta in checkpoints.iter_retention_candidates(
-        conn, ns_ids, with_metadata=with_meta
+        conn, ns_ids, with_metadata=with_meta, seqs=sorted(depths) if lineage_only else None
     ):
         candidates[ns_id].append(
             Candidate(
@@ -185,7 +213,8 @@ def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms
     if not chosen:
         return set()
     kept: set[int] = set()
-    for ns_id, items in _candidates(conn, chosen).items():
+    lineage_only = all(_reads_only_lineage(p) for p in chosen.values())
+    for ns_id, items in _candidates(conn, chosen, lineage_only=lineage_only).items():
         kept |= kept_by_policy(chosen[ns_id], items, now_ms)
     return kept
 
