@@ -287,3 +287,41 @@ def test_keep_history_trims_pointer_history_and_it_still_verifies(db: ckptdb.Dat
     assert db.gc(keep_history=10).history_trimmed == 0  # nothing older to trim
     with pytest.raises(errors.InvalidInputError):
         db.gc(keep_history=0)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        RetentionPolicy(keep_last=2),
+        RetentionPolicy(keep_every=3),
+        RetentionPolicy(keep_last=1, keep_daily=2),
+        RetentionPolicy(),
+        None,  # the stored policies: per namespace, and '*'
+    ],
+)
+def test_lineage_only_mark_equals_the_general_mark(
+    db: ckptdb.Database, policy: RetentionPolicy | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GC's mark evaluates policies that read only the lineage on the lineage alone (not a
+    Candidate per stored checkpoint): it must doom exactly what the general path dooms --
+    with checkpoints off the lineage (after a rollback), pins, ``keep`` and a fallback."""
+    from ckptdb.ops import gc as gc_op
+
+    for ns in ("a", "b", "c"):
+        ids = [db.commit(ns, {"s": f"{ns}{i}".encode()}).checkpoint_id for i in range(8)]
+        db.set_current(ns, ids[5])  # ids[6:] are off the lineage now
+        db.commit(ns, {"s": f"{ns}-after".encode()})
+    db.pin(db.lineage("b")[4].id, "keep-b")
+    db.set_retention(RetentionPolicy(keep_last=3), namespace="a")
+    db.set_retention(RetentionPolicy(keep_every=2))
+    keep = {db.lineage("c")[6].id}
+
+    def marked() -> gc_op.Mark:
+        with db._handle.use() as store, store.conn.read_transaction():
+            now = gc_op._now_ms()
+            return gc_op.mark(store.conn, policy=policy, namespaces=None, now_ms=now, keep=keep)
+
+    fast = marked()
+    monkeypatch.setattr(gc_op, "_reads_only_lineage", lambda _policy: False)
+    general = marked()
+    assert fast == general and fast.doomed

@@ -117,6 +117,11 @@ def test_gc_never_deletes_what_is_needed(
         after = {str(r[0]) for r in raw_sql(db.path, "SELECT id FROM checkpoint")}
         assert set(report.deleted_ids) == before - after
         assert must_keep & before <= after, "a protected or policy-kept checkpoint was deleted"
+        if not policy.keep_best and policy.keep_matching is None:
+            # Lineage rules only (GC's mark then looks at the lineage alone): the reference
+            # is exact, so nothing else in scope may survive -- keeping too much is a bug too.
+            # (keep_best's reference breaks ties differently, so it is checked one way.)
+            assert after <= must_keep | out_of_scope, "GC kept what no rule or pin keeps"
         assert out_of_scope <= after, "GC touched a namespace outside its scope"
         for cid in after:
             db.get(cid).verify()
