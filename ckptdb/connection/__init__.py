@@ -34,7 +34,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import apsw
 
@@ -59,6 +59,8 @@ _BUSY_POLL_SECONDS = 0.001
 #: ckptdb schema). A file that holds them is, or was, replicated: ckptdb then leaves every
 #: WAL restart to Litestream (see :meth:`Connection.litestream_managed`).
 LITESTREAM_TABLES = ("_litestream_seq", "_litestream_lock")
+
+_T = TypeVar("_T")
 
 
 def sqlite_version() -> str:
@@ -391,30 +393,27 @@ class Connection:
     def read_blob_into(self, table: str, column: str, rowid: int, buffer: bytearray) -> int | None:
         """Read a whole BLOB value into ``buffer`` (grown if needed) with incremental blob
         I/O; returns its length, or None when the row does not exist."""
-        try:
-            blob = self._raw.blob_open("main", table, column, rowid, False)
-        except apsw.SQLError:
-            return None  # no such row
-        except _DRIVER_ERRORS as exc:
-            raise _translate(exc, f"reading {table}.{column}") from exc
-        try:
+
+        def into(blob: apsw.Blob) -> int:
             length = int(blob.length())
             if len(buffer) < length:
                 buffer.extend(bytes(length - len(buffer)))
             blob.read_into(buffer, 0, length)
-        except _DRIVER_ERRORS as exc:
-            _close_blob(blob)
-            raise _translate(exc, f"reading {table}.{column}") from exc
-        try:
-            blob.close()
-        except _DRIVER_ERRORS as exc:
-            raise _translate(exc, f"reading {table}.{column}") from exc
-        return length
+            return length
+
+        return self._read_blob(table, column, rowid, into)
 
     def read_blob(self, table: str, column: str, rowid: int) -> bytes | None:
         """A whole BLOB (or TEXT) value as bytes with incremental blob I/O, or None when the
         row does not exist or holds no BLOB or TEXT. One copy, from SQLite's pages into the
         result: a ``SELECT`` of a large value copies it twice (into a record, then out)."""
+        return self._read_blob(table, column, rowid, lambda blob: bytes(blob.read()))
+
+    def _read_blob(
+        self, table: str, column: str, rowid: int, read: Callable[[apsw.Blob], _T]
+    ) -> _T | None:
+        """Open a value for incremental reading, ``read`` it, close it; None when the row
+        does not exist (or holds a value of another type); errors translated."""
         try:
             blob = self._raw.blob_open("main", table, column, rowid, False)
         except apsw.SQLError:
@@ -422,7 +421,7 @@ class Connection:
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, f"reading {table}.{column}") from exc
         try:
-            data = blob.read()
+            out = read(blob)
         except _DRIVER_ERRORS as exc:
             _close_blob(blob)
             raise _translate(exc, f"reading {table}.{column}") from exc
@@ -430,7 +429,7 @@ class Connection:
             blob.close()
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, f"reading {table}.{column}") from exc
-        return bytes(data)
+        return out
 
     def query_readonly(self, sql: str, params: Params = ()) -> tuple[list[str], list[Row]]:
         """Run an operator's query with an authorizer that allows reading only.

@@ -486,8 +486,7 @@ def seqs_in_namespaces(conn: Connection, namespace_ids: list[int]) -> list[int]:
         # the cost of fetching 100,000 one-column rows. ``seq`` is the rowid: always an
         # integer, so no type check is needed.
         listed = conn.scalar(
-            "SELECT json_group_array(seq) FROM checkpoint"
-            f" WHERE namespace_id IN ({marks})",
+            f"SELECT json_group_array(seq) FROM checkpoint WHERE namespace_id IN ({marks})",
             part,
         )
         out.extend(json.loads(listed))
