@@ -1899,7 +1899,7 @@ SHORT_HELP = {
     "diff": "Show what changed between two checkpoints.",
     "drop-namespace": "Delete a namespace and its checkpoints.",
     "export": "Write the selected lineage to a new ckptdb file.",
-    "fork": "Copy a namespace's lineage into another, sharing its blobs.",
+    "fork": "Copy a namespace's lineage, sharing its blobs.",
     "gc": "Delete what retention does not keep.",
     "history": "Show every move of a namespace's CURRENT.",
     "import": "Merge the checkpoints of another ckptdb file.",
