@@ -31,7 +31,8 @@ def test_fixture_upgrades_and_keeps_every_checkpoint(fixture: Path, tmp_path: Pa
     )
     copy = tmp_path / fixture.name
     shutil.copyfile(fixture, copy)
-    with ckptdb.open(copy) as db:
+    keys = {k: bytes.fromhex(v) for k, v in expected.get("keys", {}).items()}
+    with ckptdb.open(copy, keys=keys or None) as db:
         report = db.verify()
         assert report.ok, report.problems
         assert db.stats().schema_version == core_set().latest

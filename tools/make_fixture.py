@@ -6,7 +6,8 @@ Run it once per schema version, *before* adding the next migration, and commit b
 tests/test_upgrade.py upgrades a copy of every fixture with the current code and checks
 that every checkpoint, entry and pointer listed in the JSON survived intact. The data is
 varied on purpose: several namespaces, chunked and inline blobs shared across checkpoints,
-media types and schema pins, an explicit rollback, fallback and verify receipts.
+media types and schema pins, an explicit rollback, fallback and verify receipts; from v5 a
+key scope (its test key in the JSON), a quota, a pin, a code revision and a fork.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from ckptdb.store.migrations import core_set
 
 REPO = Path(__file__).resolve().parent.parent
 CHUNK = 64 * 1024
+#: The host key of the fixture's key scope (v5 and later); written into the JSON so the
+#: upgrade test can open the scope. A test key, nothing else uses it.
+FIXTURE_KEYS = {"fixture": bytes(range(200, 232))}
 
 
 def build(path: Path) -> dict[str, object]:
     rng = random.Random(1)
     shared = rng.randbytes(3 * CHUNK + 100)  # a chunked blob reused by several checkpoints
-    with ckptdb.open(path, chunk_size=CHUNK) as db:
+    with ckptdb.open(path, chunk_size=CHUNK, keys=FIXTURE_KEYS, code_revision="fixture") as db:
         for turn in range(1, 6):
             db.commit(
                 "agent/brain-1",
@@ -53,6 +57,7 @@ def build(path: Path) -> dict[str, object]:
         db.set_current("train/run-7", lineage[1].id, reason="rollback: diverged")
         db.commit("train/run-7", {"model.pt": b"after rollback"}, metadata={"step": 150})
         db.commit("thread/∂-unicode ns", {"a/b/c.txt": "ünïcödé", "empty": b""})
+        _since_v5(db, rng)
         db.load("agent/brain-1", fallback=True)
         db.verify()
         expected: dict[str, object] = {"schema_version": core_set().latest, "namespaces": {}}
@@ -77,7 +82,27 @@ def build(path: Path) -> dict[str, object]:
                 ],
             }
         expected["receipts"] = len(db.receipts())
+        expected["keys"] = {k: v.hex() for k, v in FIXTURE_KEYS.items()}
     return expected
+
+
+def _since_v5(db: ckptdb.Database, rng: random.Random) -> None:
+    """What schema v5 added: a key scope sealing bytes and metadata, a quota, a pin, a code
+    revision (set at open), and a fork (copy_checkpoints) sharing blobs."""
+    db.set_encryption("tenant/", key_id="fixture", metadata=True)
+    for turn in range(2):
+        db.commit(
+            "tenant/thread-1",
+            {
+                "state.json": json.dumps({"turn": turn, "text": "sealed " * 400}),
+                "b": rng.randbytes(3 * CHUNK),
+            },
+            metadata={"turn": turn},
+        )
+    db.set_quota("train/", max_checkpoints=1000)
+    db.pin("agent/brain-1@current", "fixture-pin", note="kept by every GC")
+    ids = [c.id for c in reversed(db.lineage("agent/brain-1", limit=3))]
+    db.copy_checkpoints(ids, "agent/brain-1-fork", metadata={"forked": True})
 
 
 def main() -> None:
