@@ -184,12 +184,15 @@ _BLOB_BIN_DDL = (
 )
 
 
-def _pointer_seq_bin_ddl(fk: bool) -> tuple[str, ...]:
-    ref = " REFERENCES checkpoint (seq)" if fk else ""
+def _pointer_bin_ddl(fk: bool, by: str = "seq") -> tuple[str, ...]:
+    """The pointer table with binary digests, naming checkpoints by ``by`` (``seq`` or
+    ``id``); with ``fk`` the foreign keys and the two indexes their checks need."""
+    sql_type = "INTEGER" if by == "seq" else "BLOB"
+    ref = f" REFERENCES checkpoint ({by})" if fk else ""
     table = (
         "CREATE TABLE pointer ("
         " namespace_id INTEGER PRIMARY KEY REFERENCES namespace (namespace_id),"
-        f" current_seq INTEGER NOT NULL{ref}, fallback_seq INTEGER{ref},"
+        f" current_{by} {sql_type} NOT NULL{ref}, fallback_{by} {sql_type}{ref},"
         " revision INTEGER NOT NULL CHECK (revision >= 1),"
         " digest BLOB NOT NULL CHECK (length(digest) = 32), previous_digest BLOB,"
         " updated_at_ms INTEGER NOT NULL, confirmed_at_ms INTEGER) STRICT"
@@ -198,12 +201,12 @@ def _pointer_seq_bin_ddl(fk: bool) -> tuple[str, ...]:
         return (table,)
     return (
         table,
-        "CREATE INDEX pointer_by_current ON pointer (current_seq)",
-        "CREATE INDEX pointer_by_fallback ON pointer (fallback_seq)",
+        f"CREATE INDEX pointer_by_current ON pointer (current_{by})",
+        f"CREATE INDEX pointer_by_fallback ON pointer (fallback_{by})",
     )
 
 
-_POINTER_SEQ_BIN_DDL = _pointer_seq_bin_ddl(True)
+_POINTER_SEQ_BIN_DDL = _pointer_bin_ddl(True)
 #: Blobs keyed by the first 8 bytes of their digest as the rowid: no separate digest index.
 _HASHED_BLOB_DDL = (
     "CREATE TABLE blob (blob_id INTEGER PRIMARY KEY,"
@@ -240,25 +243,6 @@ _LEAN_CHECKPOINT_DDL = (
     " code_revision TEXT, entries BLOB NOT NULL) STRICT, WITHOUT ROWID",
     "CREATE INDEX checkpoint_by_namespace ON checkpoint (namespace_id, generation)",
 )
-
-
-def _lean_pointer_ddl(fk: bool) -> tuple[str, ...]:
-    ref = " REFERENCES checkpoint (id)" if fk else ""
-    table = (
-        "CREATE TABLE pointer ("
-        " namespace_id INTEGER PRIMARY KEY REFERENCES namespace (namespace_id),"
-        f" current_id BLOB NOT NULL{ref}, fallback_id BLOB{ref},"
-        " revision INTEGER NOT NULL CHECK (revision >= 1),"
-        " digest BLOB NOT NULL CHECK (length(digest) = 32), previous_digest BLOB,"
-        " updated_at_ms INTEGER NOT NULL, confirmed_at_ms INTEGER) STRICT"
-    )
-    if not fk:
-        return (table,)
-    return (
-        table,
-        "CREATE INDEX pointer_by_current ON pointer (current_id)",
-        "CREATE INDEX pointer_by_fallback ON pointer (fallback_id)",
-    )
 
 
 # -- connections -----------------------------------------------------------------------
@@ -498,7 +482,7 @@ class PackedNoFk(Packed):
     ddl = (
         _BLOB_BIN_DDL,
         *_checkpoint_seq_bin_ddl(", entries TEXT NOT NULL"),
-        *_pointer_seq_bin_ddl(False),
+        *_pointer_bin_ddl(False),
         _HISTORY_BIN_DDL,
     )
 
@@ -510,7 +494,7 @@ class Hashed(PackedNoFk):
     ddl = (
         _HASHED_BLOB_DDL,
         *_checkpoint_seq_bin_ddl(", entries TEXT NOT NULL"),
-        *_pointer_seq_bin_ddl(False),
+        *_pointer_bin_ddl(False),
         _HISTORY_BIN_DDL,
     )
 
@@ -530,7 +514,12 @@ class Hashed(PackedNoFk):
 
 class Lean(Contender):
     name = "lean"
-    ddl = (_LEAN_BLOB_DDL, *_LEAN_CHECKPOINT_DDL, *_lean_pointer_ddl(True), _HISTORY_BIN_DDL)
+    ddl = (
+        _LEAN_BLOB_DDL,
+        *_LEAN_CHECKPOINT_DDL,
+        *_pointer_bin_ddl(True, by="id"),
+        _HISTORY_BIN_DDL,
+    )
 
     def write(self, c: Commit) -> None:
         conn = self.conn
