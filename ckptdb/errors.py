@@ -158,7 +158,8 @@ class BlobMissingError(CkptdbError):
 
 
 class ProtectedError(CkptdbError):
-    """The operation would delete a pinned checkpoint; unpin it (or ask to) first."""
+    """The operation would delete a pinned checkpoint (unpin it, or ask to, first) or a
+    namespace's CURRENT or fallback (which nothing may delete)."""
 
     code = "protected"
 

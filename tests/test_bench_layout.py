@@ -9,7 +9,7 @@ from typing import Any
 
 from conftest import run_tool
 
-LAYOUTS = ("v5", "binary", "packed", "packed-nofk", "hashed", "lean")
+LAYOUTS = ("current", "binary", "packed", "packed-nofk", "hashed", "lean")
 
 
 def test_bench_layout_quick(tmp_path: Path) -> None:
@@ -25,11 +25,13 @@ def test_bench_layout_quick(tmp_path: Path) -> None:
         assert abs(c["frames_per_commit"] - sum(c["frames_by_btree"].values())) < 0.2
     assert contenders["floor"]["ratio_to_floor"]["commit_median"] == 1.0
     # Every layout writes more than the floor's one table; the real schema writes its blob
-    # digest index and the pointer's two indexes on every commit.
+    # digest index on every commit, and since v6 no pointer index (the v5-shaped layouts
+    # still write them).
     floor_frames = contenders["floor"]["frames_per_commit"]
     for s in scenarios:
         for x in LAYOUTS:
             assert contenders[f"{x}/{s}"]["frames_per_commit"] > floor_frames
-        v5 = contenders[f"v5/{s}"]["frames_by_btree"]
-        assert v5["sqlite_autoindex_blob_1"] >= 1.0 and v5["pointer_by_current"] >= 1.0
+        real = contenders[f"current/{s}"]["frames_by_btree"]
+        assert real["sqlite_autoindex_blob_1"] >= 1.0 and "pointer_by_current" not in real
+        assert contenders[f"binary/{s}"]["frames_by_btree"]["pointer_by_current"] >= 1.0
         assert "entry" not in contenders[f"packed/{s}"]["frames_by_btree"]

@@ -11,8 +11,10 @@ Settings and why (see also docs/performance.md):
 * ``synchronous=FULL`` by default -- in WAL mode this fsyncs the WAL on every commit, so an
   acknowledged commit survives power loss. ``NORMAL`` is available for callers that accept
   losing the last commits on power loss (the file stays consistent either way).
-* ``foreign_keys=ON`` -- the schema uses foreign keys as a last line of defence (a CURRENT
-  pointer can never name a missing checkpoint, an entry never a missing blob).
+* ``foreign_keys=ON`` -- the schema uses foreign keys as a last line of defence (an entry
+  never names a missing blob, a pin never a missing checkpoint; since schema v6 the CURRENT
+  pointer's rule is checked by the code that deletes checkpoints instead, see
+  migrations/0006).
 * A busy handler that polls about every millisecond up to ``busy_timeout`` seconds --
   SQLite's default back-off hands the lock over in ~29 ms, polling in <1 ms -- so concurrent
   writers queue instead of failing; past the timeout the caller gets ``BusyTimeoutError``.

@@ -5,7 +5,8 @@ Safety rules, in the order they are enforced:
 
 1. Every CURRENT, its fallback and every pinned checkpoint is kept whatever the policy --
    and re-checked inside each sweep transaction, so a pointer moved or a pin added while GC
-   runs is honoured (the schema's foreign keys make deleting them impossible anyway).
+   runs is honoured (and store/checkpoints.delete_listed refuses a CURRENT or fallback;
+   the schema's foreign key does the same for a pin).
 2. A blob is deleted only when no remaining entry references it; a chunk only when no
    remaining blob references it *and* it was last touched before the grace period (a
    publish in flight may have staged or re-used it). A publish that loses a staged chunk

@@ -369,6 +369,14 @@ def _pointers(conn: Connection, report: _Report) -> int:
                 namespace=p.namespace,
                 checkpoint_id=p.current_id,
             )
+    # What the foreign keys of schema v5 made impossible: a pointer naming a checkpoint row
+    # that is gone (all_pointers joins them, so such a pointer is not in heads_list).
+    for ns_id, role, seq in pointers.dangling(conn):
+        report.add(
+            "foreign_key",
+            f"the {role} pointer names checkpoint seq {seq!r}, which is not stored",
+            namespace=ns_of.get(ns_id, f"#{ns_id!r}"),
+        )
     heads = {p.namespace_id: p for p in heads_list}
     floors = _history_floors(conn)
     previous: dict[int, tuple[int, str]] = {}

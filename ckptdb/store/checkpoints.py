@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from .. import canonical, errors, validation
 from ..connection import Connection
-from . import scopes
+from . import pointers, scopes
 from .rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, check_types, typed
 
 _N = type(None)
@@ -541,7 +541,22 @@ def list_blobs_of(conn: Connection, seqs_table: str, blob_table: str) -> None:
 
 
 def delete_listed(conn: Connection, seqs_table: str) -> list[str]:
-    """Delete the listed checkpoints and their entries; returns the deleted ids."""
+    """Delete the listed checkpoints and their entries; returns the deleted ids.
+
+    Refuses with ProtectedError (nothing deleted) when a CURRENT or fallback is listed: every
+    deletion of checkpoints passes here, so this is where the schema's rule lives since v6
+    dropped the pointer's foreign keys (callers already leave protected checkpoints out;
+    this is the second line of defence)."""
+    named = pointers.named_among(conn, seqs_table)
+    if named:
+        namespace, seq = named[0]
+        raise errors.ProtectedError(
+            f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
+            f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was deleted; "
+            "this is a bug in the caller, please report it.",
+            namespace=namespace,
+            seq=seq,
+        )
     listed = f"(SELECT seq FROM temp.{seqs_table})"
     # Entries first, in one statement in key order: left to ON DELETE CASCADE, SQLite runs
     # a sub-program per checkpoint row, which measured ~1.4x slower for a GC batch. The

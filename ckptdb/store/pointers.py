@@ -238,6 +238,37 @@ def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int
     return protected
 
 
+def named_among(conn: Connection, seqs_table: str) -> list[tuple[str, int]]:
+    """(namespace, seq) of every CURRENT or fallback that a temporary table of checkpoint
+    seqs lists: the checkpoints that must not be deleted. Looked up through each listed
+    checkpoint's namespace (the pointer's key), so it costs one probe per listed row and no
+    index on the pointer's seq columns (schema v6 dropped them)."""
+    rows = conn.execute(
+        "SELECT n.name, c.seq FROM checkpoint c"
+        " JOIN pointer p ON p.namespace_id = c.namespace_id"
+        " JOIN namespace n ON n.namespace_id = c.namespace_id"
+        f" WHERE c.seq IN (SELECT seq FROM temp.{seqs_table})"
+        " AND (p.current_seq = c.seq OR p.fallback_seq = c.seq)"
+    )
+    return [(str(name), int(seq)) for name, seq in rows]
+
+
+def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:
+    """(namespace id, 'current' or 'fallback', seq) of every pointer that names a checkpoint
+    row that is not stored (for verify: what the foreign keys of schema v5 prevented). The
+    ids and seqs are returned as stored: a damaged row may hold a value of another type."""
+    return [
+        (ns_id, str(role), seq)
+        for ns_id, role, seq in conn.execute(
+            "SELECT p.namespace_id, 'current', p.current_seq FROM pointer p"
+            " WHERE NOT EXISTS (SELECT 1 FROM checkpoint c WHERE c.seq = p.current_seq)"
+            " UNION ALL SELECT p.namespace_id, 'fallback', p.fallback_seq FROM pointer p"
+            " WHERE p.fallback_seq IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM checkpoint c WHERE c.seq = p.fallback_seq)"
+        )
+    ]
+
+
 def delete(conn: Connection, namespace_id: int) -> None:
     """Remove a namespace's pointer (drop_namespace; its history goes with the namespace)."""
     conn.execute("DELETE FROM pointer WHERE namespace_id = ?", (namespace_id,))

@@ -1,0 +1,86 @@
+"""Schema v6 dropped the pointer's foreign keys to checkpoint (two indexes every CURRENT
+move rewrote). What they guaranteed still holds: the one function that deletes checkpoints
+refuses a CURRENT or fallback, and verify reports a pointer naming a missing checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import raw_sql
+
+import ckptdb
+from ckptdb import errors
+from ckptdb.retention import RetentionPolicy
+from ckptdb.store import checkpoints
+
+
+def _seq(path: Path, checkpoint_id: str) -> int:
+    rows = raw_sql(path, "SELECT seq FROM checkpoint WHERE id = ?", (checkpoint_id,))
+    return int(rows[0][0])  # type: ignore[call-overload]
+
+
+def test_schema_v6_pointer_has_no_checkpoint_keys_nor_their_indexes(db_path: Path) -> None:
+    ckptdb.open(db_path).close()
+    keys = raw_sql(db_path, "SELECT \"table\" FROM pragma_foreign_key_list('pointer')")
+    assert keys == [("namespace",)]
+    indexes = raw_sql(db_path, "SELECT name FROM pragma_index_list('pointer')")
+    assert indexes == []
+
+
+@pytest.mark.parametrize("role", ["current", "fallback"])
+def test_deleting_a_pointed_checkpoint_is_refused_and_deletes_nothing(
+    db_path: Path, role: str
+) -> None:
+    with ckptdb.open(db_path) as db:
+        first = db.commit("ns", {"a": b"1"})
+        second = db.commit("ns", {"a": b"2"})
+        spare = db.commit("other", {"a": b"3"})  # a deletable checkpoint listed alongside
+        db.commit("other", {"a": b"4"})
+        db.commit("other", {"a": b"5"})
+        target = second.checkpoint_id if role == "current" else first.checkpoint_id
+        conn = db._handle.store.conn
+        before = raw_sql(db_path, "SELECT count(*) FROM checkpoint")
+        with conn.write_transaction():
+            conn.execute("CREATE TEMP TABLE doomed (seq INTEGER PRIMARY KEY)")
+            conn.executemany(
+                "INSERT INTO temp.doomed (seq) VALUES (?)",
+                [(_seq(db_path, spare.checkpoint_id),), (_seq(db_path, target),)],
+            )
+            with pytest.raises(errors.ProtectedError) as caught:
+                checkpoints.delete_listed(conn, "doomed")
+            conn.execute("DROP TABLE temp.doomed")
+        assert caught.value.code == "protected"
+        assert caught.value.details["namespace"] == "ns"
+        assert "Nothing was deleted" in str(caught.value)
+        assert raw_sql(db_path, "SELECT count(*) FROM checkpoint") == before
+        assert db.verify().ok
+
+
+def test_gc_still_collects_what_no_pointer_names(db_path: Path) -> None:
+    with ckptdb.open(db_path) as db:
+        ids = [db.commit("ns", {"a": str(i).encode()}).checkpoint_id for i in range(6)]
+        report = db.gc(RetentionPolicy(keep_last=1), grace=0)
+        assert report.checkpoints_deleted == 4  # CURRENT and fallback stay
+        pointer = db.pointer("ns")
+        assert pointer is not None
+        assert (pointer.current_id, pointer.fallback_id) == (ids[-1], ids[-2])
+        assert db.verify().ok
+
+
+@pytest.mark.parametrize("role", ["current", "fallback"])
+def test_verify_reports_a_pointer_naming_a_missing_checkpoint(db_path: Path, role: str) -> None:
+    with ckptdb.open(db_path) as db:
+        first = db.commit("ns", {"a": b"1"})
+        second = db.commit("ns", {"a": b"2"})
+        db.commit("keep", {"a": b"3"})
+    gone = second.checkpoint_id if role == "current" else first.checkpoint_id
+    # Outside ckptdb (what the v5 foreign keys would have refused).
+    raw_sql(db_path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(db_path, gone),))
+    raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (gone,))
+    with ckptdb.open(db_path) as db:
+        report = db.verify()
+    assert not report.ok
+    found = [p for p in report.problems if p.code == "foreign_key"]
+    assert len(found) == 1 and found[0].namespace == "ns"
+    assert f"{role} pointer" in found[0].detail
