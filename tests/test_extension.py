@@ -81,3 +81,19 @@ def test_commit_on_a_base_branches_from_an_older_checkpoint(db: ckptdb.Database)
         db.commit("ns", {"s": b"3"}, base=other.checkpoint_id)
     with pytest.raises(errors.CheckpointNotFoundError):
         db.commit("ns", {"s": b"3"}, base="0" * 64)
+
+
+def test_read_session_snapshot_holds_and_snapshot_false_reads_each_statement_fresh(
+    db_path: Path,
+) -> None:
+    with ckptdb.open(db_path) as reader, ckptdb.open(db_path) as writer:
+        writer.commit("ns", {"a": b"1"})
+        count = "SELECT count(*) FROM checkpoints"
+        with reader.read_session() as s:
+            assert s.scalar(count) == 1
+            writer.commit("ns", {"a": b"2"})  # another handle commits meanwhile
+            assert s.scalar(count) == 1  # the snapshot holds
+        with reader.read_session(snapshot=False) as s:
+            assert s.scalar(count) == 2
+            writer.commit("ns", {"a": b"3"})
+            assert s.scalar(count) == 3  # each statement reads its own snapshot

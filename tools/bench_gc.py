@@ -13,12 +13,13 @@ before/after, the CPU time the GC took, and the ratio of the per-deleted-checkpo
 the large size to the small one (1.0 = linear in what is deleted; quadratic behaviour would
 show as ~10).
 
-Each file is built once (by this tree's ckptdb) and every measurement runs in a fresh
-process on a copy of it. ``--against DIR`` measures a second source tree (a checkout or
-``git archive`` of another commit: its ``ckptdb`` package is imported from DIR) on copies of
-the same files, alternating the order of the two versions from round to round, and reports
-each version's median and the median of the paired ratios. On a shared machine compare the
-versions within one run: wall times move with the load, CPU times much less.
+Each file is built once and every measurement runs in a fresh process on a copy of it.
+``--against DIR`` measures a second source tree (a checkout or ``git archive`` of another
+commit: its ``ckptdb`` package is imported from DIR) on copies of files of the same content
+built by that tree (so each version runs on its own schema), alternating the order of the
+two versions from round to round, and reports each version's median and the median of the
+paired ratios. On a shared machine compare the versions within one run: wall times move
+with the load, CPU times much less.
 """
 
 from __future__ import annotations
@@ -124,15 +125,26 @@ def measure_in_child(base: Path, tree: Path, workdir: Path) -> dict[str, Any]:
     return result
 
 
-def built(n: int, directory: Path) -> tuple[Path, float | None]:
-    """The base file of ``n`` checkpoints in ``directory`` (built unless already there)."""
-    path = directory / f"gc-base-{n}.ckpt"
+def built(n: int, directory: Path, tree: Path, tag: str) -> tuple[Path, float | None]:
+    """The base file of ``n`` checkpoints in ``directory``, written by ``tree``'s ckptdb in
+    a child process (built unless already there): each version is measured on a file of
+    its own schema, so a tree older than this one's schema can still be compared."""
+    path = directory / f"gc-base-{tag}-{n}.ckpt"
     if path.exists() and not Path(str(path) + "-wal").exists():
         return path, None
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     t0 = time.perf_counter()
-    build(path, n)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--build-file", str(path),
+         "--build-size", str(n)],
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"building with {tree} failed:\n{done.stderr[-3000:]}")
     return path, round(time.perf_counter() - t0, 1)
 
 
@@ -155,7 +167,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the built files here and reuse them")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--measure-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--build-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--build-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build_file is not None:
+        build(args.build_file, args.build_size)
+        return
     if args.measure_file is not None:
         print(json.dumps(measure_file(args.measure_file)))
         return
@@ -176,11 +193,15 @@ def main() -> None:
     build_seconds: dict[int, float | None] = {}
     try:
         for n in (small, large):
-            base, build_seconds[n] = built(n, store)
+            bases: dict[str, Path] = {}
+            for version, tree in trees.items():
+                bases[version], seconds = built(n, store, tree, version)
+                if version == "this":
+                    build_seconds[n] = seconds
             for r in range(args.rounds):
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
                 for version in order:
-                    run = measure_in_child(base, trees[version], workdir)
+                    run = measure_in_child(bases[version], trees[version], workdir)
                     results[version].setdefault(n, []).append(run)
                     print(
                         f"{n:>7} {version:8} gc {run['gc_seconds']:.3f} s"
@@ -188,7 +209,8 @@ def main() -> None:
                         file=sys.stderr,
                     )
             if args.cache is None:
-                base.unlink()
+                for base in bases.values():
+                    base.unlink()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -32,22 +32,27 @@ class Reads(SaverCore):
         thread_id, ns = _thread(config)
         thread_value = _configurable(config)["thread_id"]
         checkpoint_id = get_checkpoint_id(config)
-        with self.db.read_session() as s:
-            if checkpoint_id:
+        # The two common cases are one statement each (the row, its writes and whether
+        # ckptdb still holds the checkpoint, joined), so that statement's own snapshot is
+        # consistent without an explicit read transaction around it.
+        if checkpoint_id:
+            with self.db.read_session(snapshot=False) as s:
                 found = self._one_with_writes(
                     s,
                     "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (thread_id, ns, str(checkpoint_id)),
                     thread_value,
                 )
-                return None if isinstance(found, _Gone) else found
-            hint = self._last_put.get((thread_id, ns))
-            if hint is not None:
-                # Usually this saver's own last put is the newest: one statement reads it
-                # (with its writes) if no newer row exists; else the general path below.
+            return None if isinstance(found, _Gone) else found
+        hint = self._last_put.get((thread_id, ns))
+        if hint is not None:
+            # Usually this saver's own last put is the newest: one statement reads it (with
+            # its writes) if no newer row exists; else the general path below.
+            with self.db.read_session(snapshot=False) as s:
                 found = self._one_with_writes(s, _NEWEST_IS, (thread_id, ns, hint[0]), thread_value)
-                if isinstance(found, CheckpointTuple):
-                    return found
+            if isinstance(found, CheckpointTuple):
+                return found
+        with self.db.read_session() as s:
             # The newest id first, then the by-id join: SQLite runs the ORDER BY ... LIMIT 1
             # subquery inside the join several times slower than on its own.
             newest_id = s.scalar(
