@@ -240,15 +240,14 @@ def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int
 
 def named_among(conn: Connection, seqs_table: str) -> list[tuple[str, int]]:
     """(namespace, seq) of every CURRENT or fallback that a temporary table of checkpoint
-    seqs lists: the checkpoints that must not be deleted. Looked up through each listed
-    checkpoint's namespace (the pointer's key), so it costs one probe per listed row and no
-    index on the pointer's seq columns (schema v6 dropped them)."""
+    seqs lists: the checkpoints that must not be deleted. One pass over the pointers, each
+    probing the temporary table's key (GC's batches read every pointer anyway to know what
+    is protected), and no index on the pointer's seq columns (schema v6 dropped them)."""
+    listed = f"(SELECT seq FROM temp.{seqs_table})"
     rows = conn.execute(
-        "SELECT n.name, c.seq FROM checkpoint c"
-        " JOIN pointer p ON p.namespace_id = c.namespace_id"
-        " JOIN namespace n ON n.namespace_id = c.namespace_id"
-        f" WHERE c.seq IN (SELECT seq FROM temp.{seqs_table})"
-        " AND (p.current_seq = c.seq OR p.fallback_seq = c.seq)"
+        "SELECT (SELECT name FROM namespace n WHERE n.namespace_id = p.namespace_id),"
+        f" CASE WHEN p.current_seq IN {listed} THEN p.current_seq ELSE p.fallback_seq END"
+        f" FROM pointer p WHERE p.current_seq IN {listed} OR p.fallback_seq IN {listed}"
     )
     return [(str(name), int(seq)) for name, seq in rows]
 
