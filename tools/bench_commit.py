@@ -29,8 +29,9 @@ quota of 100 checkpoints on it (once full, every commit evicts one, the steady s
 "keep the newest N"). Reported as commits/s, CPU time per commit (less exposed to the
 shared disk's fsync noise), and the CPU time of the check alone when nothing is evicted.
 
-Large entry: write and read of one streamed entry vs. writing the same bytes to a plain file
-with fsync and reading them back; peak RSS growth of the ckptdb process.
+Large entry: write and read of one streamed entry of random bytes (nothing to compress or
+dedup) vs. writing the same bytes to a plain file with fsync and reading them back; peak RSS
+growth of the ckptdb process.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -371,19 +373,16 @@ with ckptdb.open(sys.argv[1]) as db:
 
 def large_entry(size: int, workdir: Path) -> dict[str, object]:
     src = workdir / "src.bin"
+    # Seeded random bytes, none repeating: neither zstd nor chunk dedup can shrink them. (A
+    # 1 MiB block repeated with a new 32-byte prefix, what this tool wrote before storage
+    # format 2, dedups to ~1 MiB once chunks are content-defined: it measured 0.86x.)
+    rng = random.Random(20261201)
     with open(src, "wb") as fh:
-        stream_seed = hashlib.sha256(b"seed").digest()
-        block = b"".join(
-            hashlib.sha256(stream_seed + i.to_bytes(4, "little")).digest() for i in range(32768)
-        )  # 1 MiB of incompressible bytes
         written = 0
-        i = 0
         while written < size:
-            piece = hashlib.sha256(i.to_bytes(8, "little")).digest() + block[32:]
-            piece = piece[: size - written]
+            piece = rng.randbytes(min(1 << 20, size - written))
             fh.write(piece)
             written += len(piece)
-            i += 1
     subprocess.run(["sync"], check=False)
     # Plain file: write with fsync, then read back (hashing, as ckptdb does).
     dst = workdir / "plain.bin"
