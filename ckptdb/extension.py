@@ -19,7 +19,8 @@ Params = Sequence[Any] | dict[str, Any]
 
 class Session(Protocol):
     """Statements inside a transaction opened by ``Database.write_session`` /
-    ``read_session`` / ``commit(on_publish=...)``. Errors are ckptdb errors."""
+    ``read_session`` / ``commit(on_publish=...)`` -- except ``read_session(snapshot=False)``,
+    where each statement reads its own snapshot. Errors are ckptdb errors."""
 
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; return all its rows."""

@@ -185,3 +185,67 @@ def test_the_newest_is_read_even_when_another_saver_wrote_it(tmp_path: Path) -> 
             )
         older = a.get_tuple(cfg("t"))
         assert older is not None and older.config == mine[0]
+
+
+def test_get_tuple_by_id_is_consistent_when_a_gc_runs_between_its_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader whose cache is cold must read the checkpoint after finding its row; a GC in
+    # another handle (standing in for another process) lands right between the two. The
+    # answer must be the one of a single snapshot: the checkpoint as it was when found.
+    path = tmp_path / "race.ckpt"
+    with CkptdbSaver(path) as writer:
+        configs = _chain(writer, 5)
+        with CkptdbSaver(ckptdb.open(path)) as reader:
+            real_get = reader.db.get
+            collected: list[int] = []
+
+            def get_then_gc(checkpoint_id: str) -> Any:
+                found = real_get(checkpoint_id)
+                report = writer.db.gc(
+                    ckptdb.RetentionPolicy(keep_last=1), namespaces=["langgraph/t"], grace=0
+                )
+                collected.append(report.checkpoints_deleted)
+                return found
+
+            monkeypatch.setattr(reader.db, "get", get_then_gc)
+            first = reader.get_tuple(configs[0])
+            assert collected and collected[0] >= 1  # the oldest really went meanwhile
+            assert first is not None
+            assert first.config["configurable"]["checkpoint_id"] == configs[0][
+                "configurable"
+            ]["checkpoint_id"]
+            assert first.checkpoint["channel_values"]["small"] == 0
+            monkeypatch.undo()
+            assert reader.get_tuple(configs[0]) is None  # and afterwards it reads as gone
+
+
+def test_get_tuple_of_a_sealed_thread_is_consistent_when_it_is_deleted_between_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = bytes(range(32))
+    path = tmp_path / "sealed-race.ckpt"
+    with CkptdbSaver(ckptdb.open(path, keys={"lg": key}), encryption="lg") as writer:
+        config = cfg("t")
+        for i in range(3):
+            cp = empty_checkpoint()
+            cp["id"] = f"1ef2{i:04}-0000-6000-8000-000000000000"
+            cp["channel_values"] = {"x": i}
+            config = writer.put(config, cp, {"step": i}, {})
+            writer.put_writes(config, [("x", i)], f"task{i}")
+        with CkptdbSaver(ckptdb.open(path, keys={"lg": key}), encryption="lg") as reader:
+            real = reader._registered_namespace
+            deleted: list[str] = []
+
+            def look_up_then_delete(thread_id: str, ns: str) -> Any:
+                if not deleted:
+                    writer.delete_thread("t")  # lands between the row and its key scope
+                    deleted.append(thread_id)
+                return real(thread_id, ns)
+
+            monkeypatch.setattr(reader, "_registered_namespace", look_up_then_delete)
+            found = reader.get_tuple(config)
+            assert deleted == ["t"]
+            assert found is not None  # what one snapshot held, its sealed write opened
+            assert found.checkpoint["channel_values"]["x"] == 2
+            assert [w[2] for w in found.pending_writes or []] == [2]

@@ -413,3 +413,58 @@ def test_demo_tells_the_same_story_each_run(tmp_path: Path) -> None:
     assert "removed the previous demo run" in second
     with ckptdb.open(path) as db:
         assert db.current("demo/agent").generation == 3  # type: ignore[union-attr]
+
+
+def test_set_current_refuses_a_fallback_deleted_while_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fallback kept past a damaged CURRENT is chosen before the write transaction. If
+    # another handle drops the namespace and replays the same history meanwhile (same ids,
+    # same revision, new rows), the chosen row is gone: nothing may move (since v6 no
+    # foreign key would stop a pointer naming it).
+    from ckptdb.ops import rollback
+
+    path = tmp_path / "race.ckpt"
+
+    def history(db: ckptdb.Database) -> tuple[str, str, str]:
+        a = db.commit("ns", {"f": b"one"}).checkpoint_id
+        b = db.commit("ns", {"f": b"two"}).checkpoint_id
+        c = db.commit("ns", {"f": b"three"}).checkpoint_id
+        db.set_current("ns", b)
+        db.set_current("ns", c)
+        return a, b, c
+
+    with ckptdb.open(path) as db:
+        a, b, c = history(db)
+        db.commit("other", {"f": b"keeps the largest seq"})  # so a replay gets new seqs
+    _damage(path, b"three")
+    real = rollback.checkpoints.checkpoint_by_id
+    replayed: list[bool] = []
+
+    def lookup_then_replay(conn: Any, checkpoint_id: str) -> Any:
+        row = real(conn, checkpoint_id)
+        # Right after set_current looked up the fallback it will keep (its one call outside
+        # the write transaction), before that transaction begins.
+        if checkpoint_id == b and not replayed and not conn.in_transaction:
+            replayed.append(True)
+            with ckptdb.open(path) as other:
+                other.drop_namespace("ns")
+                assert history(other) == (a, b, c)
+        return row
+
+    with ckptdb.open(path) as db:
+        before = db.pointer("ns")
+        monkeypatch.setattr(rollback.checkpoints, "checkpoint_by_id", lookup_then_replay)
+        with pytest.raises(errors.ConflictError) as refused:
+            db.set_current("ns", a)
+        monkeypatch.undo()
+        assert replayed and "was deleted" in refused.value.message
+        after = db.pointer("ns")
+        assert after is not None and before is not None
+        assert (after.current_id, after.fallback_id, after.revision) == (
+            before.current_id,
+            before.fallback_id,
+            before.revision,
+        )
+        assert db.verify().ok  # no pointer names a missing checkpoint (the replay also
+        # rewrote c's damaged bytes)

@@ -58,6 +58,7 @@ def test_deleting_a_pointed_checkpoint_is_refused_and_deletes_nothing(
 
 
 def test_gc_still_collects_what_no_pointer_names(db_path: Path) -> None:
+    # A regression check beside the guard: GC's batches pass through it untouched.
     with ckptdb.open(db_path) as db:
         ids = [db.commit("ns", {"a": str(i).encode()}).checkpoint_id for i in range(6)]
         report = db.gc(RetentionPolicy(keep_last=1), grace=0)
@@ -75,7 +76,8 @@ def test_verify_reports_a_pointer_naming_a_missing_checkpoint(db_path: Path, rol
         second = db.commit("ns", {"a": b"2"})
         db.commit("keep", {"a": b"3"})
     gone = second.checkpoint_id if role == "current" else first.checkpoint_id
-    # Outside ckptdb (what the v5 foreign keys would have refused).
+    # Outside ckptdb, with a connection that does not enforce foreign keys (damage or an
+    # edit: ckptdb itself never deletes a pointed-to checkpoint).
     raw_sql(db_path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(db_path, gone),))
     raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (gone,))
     with ckptdb.open(db_path) as db:
@@ -84,3 +86,23 @@ def test_verify_reports_a_pointer_naming_a_missing_checkpoint(db_path: Path, rol
     found = [p for p in report.problems if p.code == "foreign_key"]
     assert len(found) == 1 and found[0].namespace == "ns"
     assert f"{role} pointer" in found[0].detail
+
+
+def test_a_commit_on_a_dangling_current_is_a_typed_corruption_error(db_path: Path) -> None:
+    with ckptdb.open(db_path) as db:
+        gone = db.commit("ns", {"a": b"1"}).checkpoint_id
+    raw_sql(db_path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(db_path, gone),))
+    raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (gone,))
+    before = raw_sql(db_path, "SELECT count(*) FROM checkpoint")
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.commit("ns", {"a": b"2"})
+        assert caught.value.details["reason"] == "pointer_dangling"
+        assert "nothing was written" in str(caught.value)
+        db.commit("elsewhere", {"a": b"3"})  # other namespaces still commit
+    assert raw_sql(
+        db_path,
+        "SELECT count(*) FROM checkpoint WHERE namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = 'ns')",
+    ) == [(0,)]
+    assert raw_sql(db_path, "SELECT count(*) FROM checkpoint") == [(before[0][0] + 1,)]

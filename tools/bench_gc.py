@@ -129,7 +129,10 @@ def built(n: int, directory: Path, tree: Path, tag: str) -> tuple[Path, float | 
     """The base file of ``n`` checkpoints in ``directory``, written by ``tree``'s ckptdb in
     a child process (built unless already there): each version is measured on a file of
     its own schema, so a tree older than this one's schema can still be compared."""
-    path = directory / f"gc-base-{tag}-{n}.ckpt"
+    # The schema version (migrations shipped) is in the name, so a --cache reused with
+    # another tree never hands it a file of another schema.
+    schema = len(list((tree / "migrations").glob("*.sql")))
+    path = directory / f"gc-base-{tag}-v{schema}-{n}.ckpt"
     if path.exists() and not Path(str(path) + "-wal").exists():
         return path, None
     for suffix in ("", "-wal", "-shm"):

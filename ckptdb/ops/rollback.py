@@ -135,6 +135,18 @@ def set_current(
                     expected=before.current_id,
                     actual=None if now is None else now.current_id,
                 )
+        if isinstance(fallback, tuple):
+            # Chosen outside this transaction: it must still be the row it was (nothing
+            # but this check keeps a pointer from naming a deleted checkpoint, since v6).
+            still = checkpoints.checkpoint_by_id(conn, fallback[1])
+            if still is None or still.seq != fallback[0]:
+                raise errors.ConflictError(
+                    f"namespace {namespace!r}: the fallback chosen for it "
+                    f"({fallback[1][:12]}) was deleted while set_current was verifying; "
+                    "nothing was changed. Try again.",
+                    expected=fallback[1],
+                    actual=None,
+                )
         ptr = commit_op.set_current(
             store,
             namespace,

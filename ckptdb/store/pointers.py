@@ -145,6 +145,18 @@ def move(
     ``fallback``: True (the default) makes the old CURRENT the fallback; a (seq, id) pair or
     None names the fallback explicitly (used when moving away from a checkpoint known to be
     damaged, which must not become the fallback)."""
+    if previous is None and conn.scalar(
+        "SELECT 1 FROM pointer WHERE namespace_id = ?", (namespace_id,)
+    ):
+        # pointer() found no CURRENT, yet the row exists: it names a checkpoint that is not
+        # stored (a damaged or edited file; ckptdb never deletes a pointed-to checkpoint).
+        raise errors.CorruptionError(
+            f"namespace {namespace!r}: its CURRENT pointer names a checkpoint that is not "
+            "stored, so nothing was written. Run `ckptdb verify` (finding foreign_key); "
+            "restore the file from a backup, or drop the namespace if its history may go.",
+            namespace=namespace,
+            reason="pointer_dangling",
+        )
     revision = previous.revision + 1 if previous is not None else 1
     if fallback is True:
         fallback_seq = previous.current_seq if previous is not None else None

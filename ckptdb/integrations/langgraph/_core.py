@@ -17,6 +17,7 @@ Reads of core data go through the public API only (``Database.get``, ``Checkpoin
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import json
 import logging
@@ -121,6 +122,13 @@ class _Gone:
 
 
 GONE = _Gone()
+
+
+class _Uncached:
+    """Answering would need a read beyond the one statement (see ``_one_with_writes``)."""
+
+
+UNCACHED = _Uncached()
 
 
 def _row(values: Sequence[Any]) -> _Row:
@@ -474,7 +482,32 @@ class SaverCore(BaseCheckpointSaver[str]):
     ) -> CheckpointTuple | _Gone | None:
         """The newest ``lg_checkpoint`` row matching ``where`` and its pending writes, in
         one statement (a join), built into a tuple; None when no row matches, :data:`GONE`
-        when the row's ckptdb checkpoint was collected."""
+        when the row's ckptdb checkpoint was collected. Inside the caller's read snapshot:
+        the content may be read and verified after the statement."""
+        found = self._one(s, where, params, thread_value, cached_only=False)
+        if isinstance(found, _Uncached):  # pragma: no cover - only cached_only returns it
+            raise AssertionError("unreachable")
+        return found
+
+    def _one_from_cache(
+        self, s: Session, where: str, params: Sequence[Any], thread_value: Any
+    ) -> CheckpointTuple | _Gone | _Uncached | None:
+        """:meth:`_one_with_writes` for a caller outside a read snapshot: the one statement
+        and nothing more -- :data:`UNCACHED` when the answer would need another read (the
+        checkpoint's content, or the thread's key scope for a sealed write), since a second
+        read could see a later state than the statement did (a prune or GC in between);
+        the caller then asks again inside a snapshot."""
+        return self._one(s, where, params, thread_value, cached_only=True)
+
+    def _one(
+        self,
+        s: Session,
+        where: str,
+        params: Sequence[Any],
+        thread_value: Any,
+        *,
+        cached_only: bool,
+    ) -> CheckpointTuple | _Gone | _Uncached | None:
         digest = "w.digest" if self._digest_sql == "digest" else "NULL"
         # Whether ckptdb still holds the checkpoint is asked in the same statement, through
         # the public ``checkpoints`` view (an indexed lookup by id).
@@ -494,9 +527,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         row = _row(found[0])
         if found[0][13] != 1:
             return GONE  # collected outside the saver (e.g. `ckptdb gc`)
+        hot = self._cache.spliced(row.ckpt_id)
+        if cached_only and (hot is None or not self._scope_known(row, found)):
+            return UNCACHED
         writes = self._pending([(*f[:3], *f[5:12]) for f in found if f[12] is not None])
-        tuples = self._tuples(s, [row], thread_value, writes=writes, present={row.ckpt_id})
+        tuples = self._tuples(
+            s, [row], thread_value, writes=writes, present={row.ckpt_id}, hot={row.ckpt_id: hot}
+        )
         return tuples[0] if tuples else GONE
+
+    def _scope_known(self, row: _Row, found: Sequence[Row]) -> bool:
+        """Whether the writes of ``row`` (``found``) open without another read: none is
+        sealed, or the thread's namespace and its key scope are already known."""
+        if any(isinstance(f[7], str) and f[7].startswith(SEALED_TYPE) for f in found):
+            namespace = self._thread_namespaces.get((row.thread_id, row.checkpoint_ns))
+            return namespace is not None and namespace in self._sealers
+        return True
 
     def _load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
         """Read (and verify, through ckptdb) one checkpoint's content and cache it; None
@@ -563,19 +609,27 @@ class SaverCore(BaseCheckpointSaver[str]):
         *,
         writes: dict[tuple[str, str, str], builtins.list[PendingWrite]] | None = None,
         present: set[str] | None = None,
+        hot: dict[str, tuple[Loaded, bytes] | None] | None = None,
     ) -> builtins.list[CheckpointTuple]:
         """The checkpoints of ``rows`` that still exist and whose metadata contains
         ``wanted``, in order. Within the caller's read snapshot: one statement asks which
         ckptdb checkpoints exist, one reads every pending write; content comes from the
         verified cache, or is read and verified once (then cached). ``present``: the
-        ckptdb ids the caller already knows exist in this snapshot."""
+        ckptdb ids the caller already knows exist in this snapshot; ``hot``: spliced cache
+        entries the caller already took (so one that another thread evicts meanwhile is
+        not read again)."""
         if present is None:
             present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
         kept: builtins.list[tuple[_Row, Checkpoint, dict[str, Any]]] = []
         for row in rows:
             if row.ckpt_id not in present:
                 continue
-            content = self._content(row.ckpt_id)
+            taken = None if hot is None else hot.get(row.ckpt_id)
+            content = (
+                self._content(row.ckpt_id)
+                if taken is None
+                else (taken[0], functools.partial(self._checkpoint_of, taken[1]))
+            )
             if content is None:
                 continue
             loaded, build = content

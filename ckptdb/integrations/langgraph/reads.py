@@ -12,7 +12,16 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from ._core import _ROW_COLUMNS, LIST_PAGE, SaverCore, _configurable, _Gone, _row, _thread
+from ._core import (
+    _ROW_COLUMNS,
+    LIST_PAGE,
+    SaverCore,
+    _configurable,
+    _Gone,
+    _row,
+    _thread,
+    _Uncached,
+)
 
 #: The row with this id, only if no newer one exists in its thread and namespace.
 _NEWEST_IS = (
@@ -32,26 +41,27 @@ class Reads(SaverCore):
         thread_id, ns = _thread(config)
         thread_value = _configurable(config)["thread_id"]
         checkpoint_id = get_checkpoint_id(config)
-        # The two common cases are one statement each (the row, its writes and whether
-        # ckptdb still holds the checkpoint, joined), so that statement's own snapshot is
-        # consistent without an explicit read transaction around it.
+        by_id = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+        # The hot cases -- a checkpoint by id, or the newest when it is this saver's last
+        # put (no newer row) -- are one statement (the row, its writes and whether ckptdb
+        # still holds the checkpoint, joined). When the content is in the verified cache
+        # nothing else is read, so that statement's own snapshot is the whole answer and
+        # needs no BEGIN/COMMIT around it; otherwise it is asked again inside a snapshot.
         if checkpoint_id:
+            params = (thread_id, ns, str(checkpoint_id))
             with self.db.read_session(snapshot=False) as s:
-                found = self._one_with_writes(
-                    s,
-                    "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread_id, ns, str(checkpoint_id)),
-                    thread_value,
-                )
+                fast = self._one_from_cache(s, by_id, params, thread_value)
+            if not isinstance(fast, _Uncached):
+                return None if isinstance(fast, _Gone) else fast
+            with self.db.read_session() as s:
+                found = self._one_with_writes(s, by_id, params, thread_value)
             return None if isinstance(found, _Gone) else found
         hint = self._last_put.get((thread_id, ns))
         if hint is not None:
-            # Usually this saver's own last put is the newest: one statement reads it (with
-            # its writes) if no newer row exists; else the general path below.
             with self.db.read_session(snapshot=False) as s:
-                found = self._one_with_writes(s, _NEWEST_IS, (thread_id, ns, hint[0]), thread_value)
-            if isinstance(found, CheckpointTuple):
-                return found
+                fast = self._one_from_cache(s, _NEWEST_IS, (thread_id, ns, hint[0]), thread_value)
+            if isinstance(fast, CheckpointTuple):
+                return fast
         with self.db.read_session() as s:
             # The newest id first, then the by-id join: SQLite runs the ORDER BY ... LIMIT 1
             # subquery inside the join several times slower than on its own.
