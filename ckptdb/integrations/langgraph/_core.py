@@ -17,7 +17,6 @@ Reads of core data go through the public API only (``Database.get``, ``Checkpoin
 from __future__ import annotations
 
 import builtins
-import functools
 import hashlib
 import json
 import logging
@@ -568,11 +567,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._cache.put(cp.id, loaded, blobs)
         return loaded, blobs
 
-    def _content(self, ckpt_id: str) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
+    def _content(
+        self, ckpt_id: str, hot: tuple[Loaded, bytes] | None = None
+    ) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
         """The verified content of a ckptdb checkpoint (cached, or read and verified once)
         and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
-        callers never share objects); None when the checkpoint no longer exists."""
-        hot = self._cache.spliced(ckpt_id)
+        callers never share objects); None when the checkpoint no longer exists. ``hot``:
+        its spliced cache entry if the caller already took it."""
+        if hot is None:
+            hot = self._cache.spliced(ckpt_id)
         if hot is not None:
             return hot[0], lambda: self._checkpoint_of(hot[1])
         hit = self._cache.get(ckpt_id) or self._load(ckpt_id)
@@ -624,12 +627,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         for row in rows:
             if row.ckpt_id not in present:
                 continue
-            taken = None if hot is None else hot.get(row.ckpt_id)
-            content = (
-                self._content(row.ckpt_id)
-                if taken is None
-                else (taken[0], functools.partial(self._checkpoint_of, taken[1]))
-            )
+            content = self._content(row.ckpt_id, None if hot is None else hot.get(row.ckpt_id))
             if content is None:
                 continue
             loaded, build = content

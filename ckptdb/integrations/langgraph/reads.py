@@ -72,12 +72,7 @@ class Reads(SaverCore):
             )
             if newest_id is None:
                 return None
-            newest = self._one_with_writes(
-                s,
-                "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread_id, ns, newest_id),
-                thread_value,
-            )
+            newest = self._one_with_writes(s, by_id, (thread_id, ns, newest_id), thread_value)
             if not isinstance(newest, _Gone):
                 return newest
         # Unusual: the newest row points at a collected checkpoint; walk the rest.
