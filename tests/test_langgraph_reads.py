@@ -212,9 +212,10 @@ def test_get_tuple_by_id_is_consistent_when_a_gc_runs_between_its_reads(
             first = reader.get_tuple(configs[0])
             assert collected and collected[0] >= 1  # the oldest really went meanwhile
             assert first is not None
-            assert first.config["configurable"]["checkpoint_id"] == configs[0][
-                "configurable"
-            ]["checkpoint_id"]
+            assert (
+                first.config["configurable"]["checkpoint_id"]
+                == configs[0]["configurable"]["checkpoint_id"]
+            )
             assert first.checkpoint["channel_values"]["small"] == 0
             monkeypatch.undo()
             assert reader.get_tuple(configs[0]) is None  # and afterwards it reads as gone

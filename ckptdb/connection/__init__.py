@@ -811,7 +811,7 @@ def initialize_new_file(conn: Connection, page_size: int) -> None:
     conn.pragma("auto_vacuum", "INCREMENTAL")
     # A cache size given in KiB was turned into a page count at the old page size.
     conn.pragma("cache_size", -CACHE_SIZE_KIB)
-    mode = conn.pragma("journal_mode", "WAL")
+    mode = _switch_to_wal(conn)
     if str(mode).lower() != "wal":
         raise errors.StorageError(
             f"could not switch {conn.path} to WAL mode (got {mode!r}); the filesystem may not "
@@ -819,13 +819,36 @@ def initialize_new_file(conn: Connection, page_size: int) -> None:
         )
 
 
+def _switch_to_wal(conn: Connection) -> object:
+    """``PRAGMA journal_mode=WAL``, retried within the busy timeout.
+
+    When several processes create the same file at once, SQLite answers this pragma with
+    SQLITE_BUSY without calling the busy handler: the connection holds a read lock and
+    would have to wait for another that is switching the file, and waiting there could
+    deadlock. Retrying the whole statement drops that read lock first."""
+    waits = conn.lock_waits
+    deadline = time.monotonic() + (waits.timeout if waits.timeout is not None else float("inf"))
+    delay = _BUSY_POLL_SECONDS
+    while True:
+        try:
+            return conn._raw.pragma("journal_mode", "WAL")
+        except apsw.BusyError as exc:
+            now = time.monotonic()
+            if now >= deadline:
+                raise _translate(exc, "PRAGMA journal_mode") from exc
+            waits.waits += 1
+            time.sleep(min(delay, deadline - now))
+            waits.seconds += time.monotonic() - now
+            delay = min(0.02, delay * 1.5)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, "PRAGMA journal_mode") from exc
+
+
 def ensure_wal(conn: Connection) -> None:
     """Put an existing ckptdb file (back) into WAL mode if something switched it off."""
     mode = str(conn.pragma("journal_mode")).lower()
-    if mode != "wal":
-        initialize_wal = conn.pragma("journal_mode", "WAL")
-        if str(initialize_wal).lower() != "wal":
-            raise errors.StorageError(f"could not switch {conn.path} to WAL mode")
+    if mode != "wal" and str(_switch_to_wal(conn)).lower() != "wal":
+        raise errors.StorageError(f"could not switch {conn.path} to WAL mode")
 
 
 def open_memory() -> Connection:

@@ -114,13 +114,18 @@ def open_handle(
                     "read-write once (or run `ckptdb migrate DB up`)",
                     pending=[m.version for m in pending],
                 )
-            migrations.apply_pending(conn, core)
-            pending = []
-        if fresh:
-            with conn.write_transaction():
-                settings.init_new_file(
-                    conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+            if fresh:
+                # A process racing us to create the file may win; then its settings stand.
+                migrations.create_schema(
+                    conn,
+                    core,
+                    lambda: settings.init_new_file(
+                        conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+                    ),
                 )
+            else:
+                migrations.apply_pending(conn, core)
+            pending = []
         settings.require_features(conn, path)
         effective_chunk = (
             blobs.DEFAULT_CHUNK_SIZE

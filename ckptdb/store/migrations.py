@@ -1,5 +1,5 @@
 """The ``ckptdb_migration`` table and the migration runner: forward-only, checksummed, one
-transaction per migration.
+transaction per migration (a new file gets its whole schema in one).
 
 Migrations are SQL files named ``NNNN_slug.sql`` grouped in *migration sets*. The core set
 ships inside the wheel (``migrations/`` in the repository); an optional integration keeps its
@@ -202,33 +202,61 @@ def apply_pending(
             pending = check_history(conn, mset)
             if not pending or pending[0].version != migration.version:
                 continue
-            try:
-                conn.execute_script(migration.sql)
-            except errors.CkptdbError as exc:
-                raise errors.MigrationFailedError(
-                    f"{mset.name} migration {migration.version} ({migration.name}) failed: "
-                    f"{exc}. The database is still at version {migration.version - 1}."
-                ) from exc
-            conn.execute(
-                "INSERT INTO ckptdb_migration (migration_set, version, name, checksum,"
-                " applied_at_ms, ckptdb_version) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    mset.name,
-                    migration.version,
-                    migration.name,
-                    migration.checksum,
-                    int(time.time() * 1000),
-                    _version,
-                ),
-            )
-            if mset.name == CORE:
-                conn.pragma("user_version", migration.version)
-                if migration.version == 1:
-                    conn.pragma("application_id", APPLICATION_ID)
+            _apply_one(conn, mset, migration, rolled_back_to=migration.version - 1)
         done.append(migration)
         if on_applied is not None:
             on_applied(migration)
     return done
+
+
+def create_schema(
+    conn: Connection, mset: MigrationSet, record_settings: Callable[[], None]
+) -> bool:
+    """Bring a new, empty file to the latest version of ``mset`` and run ``record_settings``,
+    all in one ``BEGIN IMMEDIATE`` transaction.
+
+    One transaction because a file whose tables exist but whose layout settings do not is
+    unreadable: a second process opening the file between two commits -- or a crash there --
+    would find it so. Returns False, with nothing written, when another process created the
+    schema while this one waited for the write lock (its settings are the file's)."""
+    with conn.write_transaction():
+        pending = check_history(conn, mset)
+        if not pending or pending[0].version != 1:
+            return False
+        for migration in pending:
+            _apply_one(conn, mset, migration, rolled_back_to=0)
+        record_settings()
+    return True
+
+
+def _apply_one(
+    conn: Connection, mset: MigrationSet, migration: Migration, *, rolled_back_to: int
+) -> None:
+    """Run one migration and record it, inside the caller's write transaction (whose
+    rollback leaves the set at version ``rolled_back_to``)."""
+    try:
+        conn.execute_script(migration.sql)
+    except errors.CkptdbError as exc:
+        raise errors.MigrationFailedError(
+            f"{mset.name} migration {migration.version} ({migration.name}) failed: "
+            f"{exc}. The database is still at version {rolled_back_to}."
+        ) from exc
+    conn.execute(
+        "INSERT INTO ckptdb_migration (migration_set, version, name, checksum,"
+        " applied_at_ms, ckptdb_version) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            mset.name,
+            migration.version,
+            migration.name,
+            migration.checksum,
+            int(time.time() * 1000),
+            _version,
+        ),
+    )
+    if mset.name == CORE:
+        conn.pragma("user_version", migration.version)
+        if migration.version == 1:
+            conn.pragma("application_id", APPLICATION_ID)
 
 
 def verify_backup(source: Connection, backup_path: str) -> None:
