@@ -1,17 +1,21 @@
 """Creating a new file: the whole schema and the file's layout settings land in one commit,
-so neither a process racing to open the same new path nor a crash between two commits can
-find tables without settings (which reads as a damaged file)."""
+so neither a process racing to open the same new path nor a kill -9 between two commits can
+leave tables without settings (which reads as a damaged file)."""
 
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from conftest import child_env
+import pytest
+from conftest import child_env, raw_sql
 
 import ckptdb
 
@@ -45,6 +49,35 @@ def test_a_new_file_gets_its_schema_and_settings_in_one_commit(tmp_path: Path) -
         assert db.verify().ok
 
 
+def test_a_file_an_interrupted_creation_left_without_settings_is_finished(
+    tmp_path: Path,
+) -> None:
+    # What a crash between the migrations and the settings commit of an earlier release
+    # left behind: every table, no chunk_size, nothing stored.
+    path = tmp_path / "interrupted.ckpt"
+    ckptdb.open(path).close()
+    raw_sql(path, "DELETE FROM setting WHERE key = 'chunk_size'")
+    with ckptdb.open(path, chunk_size=131072) as db:
+        assert db.chunk_size == 131072
+        db.commit("ns", {"a": b"x" * 300_000})
+    with ckptdb.open(path) as db:
+        assert db.chunk_size == 131072
+        assert db.verify().ok
+
+
+def test_a_file_that_stores_data_without_its_chunk_size_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "damaged.ckpt"
+    with ckptdb.open(path) as db:
+        db.commit("ns", {"a": b"x"})
+    raw_sql(path, "DELETE FROM setting WHERE key = 'chunk_size'")
+    with pytest.raises(ckptdb.CorruptionError) as caught:
+        ckptdb.open(path)
+    assert caught.value.details["reason"] == "bad_setting"
+    assert raw_sql(path, "SELECT count(*) FROM setting WHERE key = 'chunk_size'") == [(0,)]
+
+
 ROUNDS = 12
 RACERS = 4
 
@@ -65,7 +98,7 @@ def test_processes_racing_to_create_one_file_all_open_it(tmp_path: Path) -> None
     start = time.time() + 2.0  # past every racer's interpreter start-up
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, str(tmp_path), str(k), repr(start)],
+            [sys.executable, __file__, "race", str(tmp_path), str(k), repr(start)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -86,5 +119,45 @@ def test_processes_racing_to_create_one_file_all_open_it(tmp_path: Path) -> None
             assert db.verify().ok
 
 
+def _creator(directory: str) -> None:
+    """Create new files one after another until killed."""
+    for n in range(1_000_000):
+        path = Path(directory) / f"{n}.ckpt"
+        print(path, flush=True)
+        with ckptdb.open(path, chunk_size=131072) as db:
+            db.commit("ns", {"n": str(n).encode()})
+
+
+def test_a_creation_killed_at_any_moment_leaves_a_file_that_opens(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    for kill in range(6):
+        directory = tmp_path / str(kill)
+        directory.mkdir()
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "create", str(directory)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        assert proc.stdout is not None
+        proc.stdout.readline()  # started creating its first file
+        time.sleep(rng.uniform(0.05, 0.6))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        created = sorted(directory.glob("*.ckpt"))
+        assert created
+        for path in created:
+            # Whole (and then with the requested chunk size) or still empty, never between.
+            with ckptdb.open(path) as db:
+                names = [n.name for n in db.namespaces()]
+                assert names in ([], ["ns"])
+                if names:
+                    assert db.chunk_size == 131072
+                assert db.verify().ok
+
+
 if __name__ == "__main__":
-    _racer(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
+    if sys.argv[1] == "create":
+        _creator(sys.argv[2])
+    else:
+        _racer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

@@ -17,7 +17,7 @@ from ..connection import (
     open_connection,
     open_probe,
 )
-from ..store import blobs, migrations, schema, settings
+from ..store import blobs, checkpoints, migrations, schema, settings
 from ..store.scopes import KeyProvider, Keyring
 from .handle import Handle
 
@@ -49,6 +49,25 @@ def _probe_existing(path: str, *, readonly: bool) -> tuple[bool, list[str]]:
         return False, schema.mismatches(probe)
     finally:
         probe.close()
+
+
+def _finish_interrupted_creation(conn: Connection, chunk_size: int | None) -> None:
+    """Give the settings it never got to a file whose creation was interrupted.
+
+    Earlier releases created a file in one commit per migration and then recorded the
+    chunk size in another: a crash in between left tables, no ``chunk_size`` and nothing
+    stored, which reads as a damaged file. Nothing in such a file depends on a
+    chunk size yet, so it is finished as if new; a file that stores anything without one
+    is left to be refused as damaged."""
+    if settings.has_chunk_size(conn):
+        return
+    with conn.write_transaction():
+        stored = checkpoints.count(conn) + blobs.count_blobs(conn) + blobs.count_chunks(conn)
+        if settings.has_chunk_size(conn) or stored:
+            return
+        settings.init_new_file(
+            conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+        )
 
 
 def open_handle(
@@ -126,6 +145,8 @@ def open_handle(
             else:
                 migrations.apply_pending(conn, core)
             pending = []
+        if not readonly and not pending and not fresh:
+            _finish_interrupted_creation(conn, chunk_size)
         settings.require_features(conn, path)
         effective_chunk = (
             blobs.DEFAULT_CHUNK_SIZE

@@ -33,6 +33,11 @@ def chunk_size(conn: Connection, lowest: int, highest: int) -> int:
     return size
 
 
+def has_chunk_size(conn: Connection) -> bool:
+    """Whether the file records its chunk size (every file does once its creation committed)."""
+    return bool(conn.scalar("SELECT count(*) FROM setting WHERE key = 'chunk_size'"))
+
+
 def init_new_file(conn: Connection, size: int, *, fixed: bool) -> None:
     """Record the layout of a new file (inside a write transaction; never changed after):
     its chunk size and, with ``fixed``, fixed-size cutting instead of the content-defined
