@@ -49,6 +49,16 @@ def test_a_new_file_gets_its_schema_and_settings_in_one_commit(tmp_path: Path) -
         assert db.verify().ok
 
 
+def test_a_new_file_opened_with_migrate_check_stays_empty_until_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "unmigrated.ckpt"
+    with ckptdb.open(path, migrate="check") as db:
+        status = db.migration_status()
+        assert status.file_version == 0 and status.pending
+    with ckptdb.open(path, chunk_size=131072) as db:  # the first open that migrates creates it
+        assert db.chunk_size == 131072
+        assert db.migration_status().pending == []
+
+
 def test_a_file_an_interrupted_creation_left_without_settings_is_finished(
     tmp_path: Path,
 ) -> None:

@@ -1,5 +1,5 @@
-"""Every I/O fault point (sampled in CI; all of them with tools/fault_sweep.py) of a small
-commit, a chunked commit, a group of commits, a commit a quota evicts for, a fork
+"""Every I/O fault point (sampled in CI; all of them with tools/fault_sweep.py) of creating
+a file, a small commit, a chunked commit, a group of commits, a commit a quota evicts for, a fork
 (copy_checkpoints), a GC sweep, an
 export and a migration: no ack for a failure; the live, reopened, process-crash and
 power-loss views all show the old or the new state, complete; acknowledged commits survive
@@ -25,7 +25,7 @@ ENCRYPTION_OPS = {
 
 def test_quick_fault_sweep_finds_no_violation(tmp_path: Path) -> None:
     ops = (
-        "commit-small,commit-cdc,commit-chunked,commit-group,commit-evict,copy-checkpoints,gc,"
+        "create,commit-small,commit-cdc,commit-chunked,commit-group,commit-evict,copy-checkpoints,gc,"
         "export,migrate"
     )
     result: dict = run_tool("fault_sweep", "--quick", "--only", ops, tmp=tmp_path)  # type: ignore[type-arg]

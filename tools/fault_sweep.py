@@ -4,11 +4,11 @@
     python tools/fault_sweep.py --quick      # a sample of points (CI)
     python tools/fault_sweep.py --only rotate-key,shred-key --json out.json
 
-For each operation (a small, a chunked and a CDC commit, a group commit, a commit that an
-evicting quota makes room for, a fork by copy_checkpoints, a GC sweep, an export, a schema
-migration; in an encrypted key scope a small and a CDC commit, rotate_key, and shred_key of
-a scope with namespaces and of one without) and each kind of call (xWrite, xSync,
-xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the
+For each operation (creating a file; a small, a chunked and a CDC commit, a group commit,
+a commit that an evicting quota makes room for, a fork by copy_checkpoints, a GC sweep, an
+export, a schema migration; in an encrypted key scope a small and a CDC commit, rotate_key,
+and shred_key of a scope with namespaces and of one without) and each kind of call (xWrite,
+xSync, xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the
 operation is run once to count its calls, then again with the Nth call failing, for
 N = 1 .. count. At the moment of the fault the fault VFS keeps a "process crash" image
 (files as the OS holds them) and a "power loss" image (each file as of its last successful
@@ -304,6 +304,39 @@ def _export_op() -> Operation:
         return "new" if ok else "mixed:partial-export"
 
     return Operation("export", setup, run, state)
+
+
+# -- creating a file -------------------------------------------------------------------------
+
+
+def _create_op() -> Operation:
+    """Creating a new file: every migration and the layout settings in one transaction, so
+    a fault leaves the file empty (the next open creates it) or whole, never tables
+    without their settings."""
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        return {}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        _open(path, vfs).close()
+        return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        if not path.exists() or path.stat().st_size == 0:
+            return "old"
+        with ckptdb.open(path, migrate="check") as db:
+            version = db.migration_status().file_version
+            if version == 0:
+                return "old"
+            if version != core_set().latest:
+                return f"mixed:version-{version}"
+            if db.chunk_size != CHUNK:
+                return f"mixed:chunk_size-{db.chunk_size}"
+            if not db.verify().ok or db.namespaces():
+                return "broken:verify"
+        return "new"
+
+    return Operation("create", setup, run, state)
 
 
 # -- migration -----------------------------------------------------------------------------
@@ -813,6 +846,7 @@ def operations() -> list[Operation]:
             },
             _open_cdc,
         ),
+        _create_op(),
         _group_op(),
         _evict_op(),
         _copy_op(),

@@ -147,7 +147,8 @@ def open_handle(
             pending = []
         if not readonly and not pending and not fresh:
             _finish_interrupted_creation(conn, chunk_size)
-        settings.require_features(conn, path)
+        if not (fresh and pending):  # a new file left unmigrated (migrate="check") has no tables
+            settings.require_features(conn, path)
         effective_chunk = (
             blobs.DEFAULT_CHUNK_SIZE
             if pending
