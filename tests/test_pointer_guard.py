@@ -106,3 +106,102 @@ def test_a_commit_on_a_dangling_current_is_a_typed_corruption_error(db_path: Pat
         " (SELECT namespace_id FROM namespace WHERE name = 'ns')",
     ) == [(0,)]
     assert raw_sql(db_path, "SELECT count(*) FROM checkpoint") == [(before[0][0] + 1,)]
+
+
+def _delete_checkpoint(path: Path, checkpoint_id: str) -> None:
+    """Delete a checkpoint row outside ckptdb (a connection that enforces no foreign keys)."""
+    raw_sql(path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(path, checkpoint_id),))
+    raw_sql(path, "DELETE FROM checkpoint WHERE id = ?", (checkpoint_id,))
+
+
+def test_a_dangling_current_reads_as_damage_and_fallback_finds_its_parent(
+    db_path: Path,
+) -> None:
+    with ckptdb.open(db_path) as db:
+        db.commit("ns", {"a": b"1"})
+        second = db.commit("ns", {"a": b"2"}).checkpoint_id
+        gone = db.commit("ns", {"a": b"3"}).checkpoint_id
+    _delete_checkpoint(db_path, gone)
+    with ckptdb.open(db_path) as db:
+        # Not "no checkpoint yet": a program resuming must not start from scratch.
+        for read in (lambda: db.load("ns"), lambda: db.current("ns")):
+            with pytest.raises(errors.CorruptionError) as caught:
+                read()
+            assert caught.value.details["reason"] == "current_missing"
+        result = db.load("ns", fallback=True)
+        assert result.checkpoint.id == second
+        assert result.receipt is not None and result.receipt.requested_id == gone
+        assert result.checkpoint.read("a") == b"2"
+        # The repair: set_current verifies the target and keeps no missing fallback.
+        pointer = db.set_current("ns", second)
+        assert (pointer.current_id, pointer.fallback_id) == (second, None)
+        after = db.commit("ns", {"a": b"4"})
+        assert after.parent_id == second
+        assert db.verify().ok
+
+
+def test_moving_away_from_a_dangling_current_without_verifying_is_refused(
+    db_path: Path,
+) -> None:
+    with ckptdb.open(db_path) as db:
+        first = db.commit("ns", {"a": b"1"}).checkpoint_id
+        gone = db.commit("ns", {"a": b"2"}).checkpoint_id
+    _delete_checkpoint(db_path, gone)
+    with ckptdb.open(db_path) as db:
+        revision = db.history("ns")[0].revision
+        # Unverified, the old CURRENT would become the fallback: a pointer to nothing.
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.set_current("ns", first, verify=False)
+        assert caught.value.details["reason"] == "pointer_dangling"
+        assert db.history("ns")[0].revision == revision  # nothing moved
+
+
+def test_a_dangling_fallback_leaves_current_readable_and_a_commit_repairs_it(
+    db_path: Path,
+) -> None:
+    with ckptdb.open(db_path) as db:
+        db.commit("ns", {"a": b"1"})
+        gone = db.commit("ns", {"a": b"2"}).checkpoint_id
+        current = db.commit("ns", {"a": b"3"}).checkpoint_id
+    _delete_checkpoint(db_path, gone)
+    with ckptdb.open(db_path) as db:
+        assert db.load("ns").checkpoint.id == current  # the pointer's digest still holds
+        assert not db.verify().ok
+        db.commit("ns", {"a": b"4"})  # the old CURRENT becomes the fallback
+        assert db.verify().ok
+
+
+@pytest.mark.parametrize("role", ["current", "fallback"])
+def test_export_refuses_a_dangling_pointer_rather_than_leave_a_namespace_out(
+    db_path: Path, tmp_path: Path, role: str
+) -> None:
+    with ckptdb.open(db_path) as db:
+        first = db.commit("ns", {"a": b"1"}).checkpoint_id
+        second = db.commit("ns", {"a": b"2"}).checkpoint_id
+        db.commit("other", {"a": b"3"})
+    _delete_checkpoint(db_path, second if role == "current" else first)
+    dest = tmp_path / "backup.ckpt"
+    with ckptdb.open(db_path) as db:
+        for namespaces in (None, ["ns"]):
+            with pytest.raises(errors.CorruptionError) as caught:
+                db.export(dest, namespaces=namespaces)
+            assert caught.value.details["reason"] == "pointer_dangling"
+            assert f"{role} pointer" in str(caught.value)
+            assert not dest.exists()
+        db.export(dest, namespaces=["other"])  # the intact namespaces still export by name
+    with ckptdb.open(dest) as out:
+        assert [n.name for n in out.namespaces()] == ["other"]
+
+
+def test_import_refuses_a_source_with_a_dangling_current(db_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "source.ckpt"
+    with ckptdb.open(source) as src:
+        src.commit("ns", {"a": b"1"})
+        gone = src.commit("ns", {"a": b"2"}).checkpoint_id
+    _delete_checkpoint(source, gone)
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.import_file(source)
+        assert caught.value.details["reason"] == "pointer_dangling"
+        assert "nothing was imported" in str(caught.value)
+        assert db.namespaces() == []

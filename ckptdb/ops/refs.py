@@ -50,11 +50,11 @@ def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
         return None
     pointers.check_pointer(ptr)
     row = checkpoints.checkpoint_by_id(conn, ptr.current_id)
-    if row is None:  # the pointer joined it by seq: the index on ids is damaged
+    if row is None:  # not stored (deleted outside ckptdb), or the index on ids is damaged
         raise errors.CorruptionError(
             f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be found by "
-            "its id (a damaged index). Run `ckptdb verify`; a load with fallback "
-            "still finds it or an intact ancestor.",
+            "its id (deleted outside ckptdb, or a damaged index). Run `ckptdb verify`; a "
+            "load with fallback finds it or an intact ancestor.",
             namespace=namespace,
             checkpoint_id=ptr.current_id,
             reason="current_missing",

@@ -19,18 +19,29 @@ from .rows import (
     HistoryRow,
     PointerRow,
     check_types,
+    pointer_dangling,
     typed,
 )
 
 # The current checkpoint's text columns are read as bytes and decoded here, so damage to
 # them spoils only the summary, not the pointer. (Namespace names come from scalar
-# subqueries, as in _CHECKPOINT_COLUMNS.)
+# subqueries, as in _CHECKPOINT_COLUMNS.) When a pointer names a checkpoint row that is
+# not stored (deleted outside ckptdb: no foreign key prevents it since schema v6), its ids
+# come from the move that set it -- the history row of the same revision, which the
+# pointer's digest must match -- so reads fail closed or fall back instead of treating the
+# namespace as empty. COALESCE and CASE evaluate those subqueries only in that case.
+_MOVE = (
+    "(SELECT h.{col} FROM pointer_history h"
+    " WHERE h.namespace_id = p.namespace_id AND h.revision = p.revision)"
+)
 _POINTER_COLUMNS = (
     "p.namespace_id, (SELECT name FROM namespace WHERE namespace_id = p.namespace_id),"
-    " p.current_seq, c.id, f.id, p.revision, p.digest,"
+    f" p.current_seq, COALESCE(c.id, {_MOVE.format(col='current_id')}),"
+    " CASE WHEN p.fallback_seq IS NULL THEN NULL"
+    f" ELSE COALESCE(f.id, {_MOVE.format(col='fallback_id')}) END, p.revision, p.digest,"
     " p.previous_digest, p.updated_at_ms, CAST(c.parent_id AS BLOB), c.generation,"
     " c.entry_count, c.total_size, CAST(c.metadata AS BLOB),"
-    " (SELECT scope_id FROM namespace WHERE namespace_id = p.namespace_id)"
+    " (SELECT scope_id FROM namespace WHERE namespace_id = p.namespace_id), c.seq IS NOT NULL"
 )
 
 
@@ -58,18 +69,20 @@ def _pointer(row: tuple[Any, ...]) -> PointerRow:
     head = row[: len(POINTER_TYPES)]
     check_types(head, POINTER_TYPES, "pointer row")
     ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated = head
-    check_types(row[-1:], ((int, type(None)),), "namespace row")
+    check_types(row[-2:-1], ((int, type(None)),), "namespace row")
+    stored = bool(row[-1])
     return PointerRow(
         ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated,
-        _summary(row[len(POINTER_TYPES) : -1]), row[-1],
+        _summary(row[len(POINTER_TYPES) : -2]) if stored else None, row[-2], stored,
     )  # fmt: skip
 
 
 def pointer(conn: Connection, namespace: str) -> PointerRow | None:
-    """The CURRENT pointer of a namespace, or None when it has none."""
+    """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
+    checkpoint that is not stored is returned, with ``current_stored`` False)."""
     row = conn.one(
         f"SELECT {_POINTER_COLUMNS}"
-        " FROM pointer p JOIN checkpoint c ON c.seq = p.current_seq"
+        " FROM pointer p LEFT JOIN checkpoint c ON c.seq = p.current_seq"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq"
         " WHERE p.namespace_id = (SELECT namespace_id FROM namespace WHERE name = ?)",
         (namespace,),
@@ -78,7 +91,8 @@ def pointer(conn: Connection, namespace: str) -> PointerRow | None:
 
 
 def all_pointers(conn: Connection) -> list[PointerRow]:
-    """Every CURRENT pointer, by namespace name."""
+    """Every CURRENT pointer that names a stored checkpoint, by namespace name (verify
+    reports the others: :func:`dangling`)."""
     rows = conn.execute(
         f"SELECT {_POINTER_COLUMNS}"
         " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
@@ -148,15 +162,12 @@ def move(
     if previous is None and conn.scalar(
         "SELECT 1 FROM pointer WHERE namespace_id = ?", (namespace_id,)
     ):
-        # pointer() found no CURRENT, yet the row exists: it names a checkpoint that is not
-        # stored (a damaged or edited file; ckptdb never deletes a pointed-to checkpoint).
-        raise errors.CorruptionError(
-            f"namespace {namespace!r}: its CURRENT pointer names a checkpoint that is not "
-            "stored, so nothing was written. Run `ckptdb verify` (finding foreign_key); "
-            "restore the file from a backup, or drop the namespace if its history may go.",
-            namespace=namespace,
-            reason="pointer_dangling",
-        )
+        # The caller read no pointer, yet the row exists (a damaged or edited file).
+        raise pointer_dangling(namespace)
+    if previous is not None and not previous.current_stored and fallback is True:
+        # The old CURRENT is not stored, so it cannot become the fallback. Moving away
+        # with an explicit fallback (set_current after verifying) is the repair.
+        raise pointer_dangling(namespace)
     revision = previous.revision + 1 if previous is not None else 1
     if fallback is True:
         fallback_seq = previous.current_seq if previous is not None else None

@@ -98,6 +98,18 @@ class CurrentSummary:
     metadata_json: str
 
 
+def pointer_dangling(namespace: str) -> errors.CorruptionError:
+    """The error for a write on top of a CURRENT that names a checkpoint not stored."""
+    return errors.CorruptionError(
+        f"namespace {namespace!r}: its CURRENT pointer names a checkpoint that is not "
+        "stored (deleted outside ckptdb), so nothing was written. Run `ckptdb verify` "
+        "(finding foreign_key); `ckptdb set-current` to a verified checkpoint repairs it "
+        "(a load with fallback finds one), or restore the file from a backup.",
+        namespace=namespace,
+        reason="pointer_dangling",
+    )
+
+
 @dataclass(frozen=True)
 class PointerRow:
     """The CURRENT pointer of a namespace, plus a summary of the checkpoint it names."""
@@ -116,9 +128,15 @@ class PointerRow:
     summary: CurrentSummary | None
     #: the key scope of the namespace (None: plaintext)
     scope_id: int | None = None
+    #: False when the current checkpoint's row is not stored (deleted outside ckptdb): the
+    #: ids then come from the pointer history, and ``summary`` is None.
+    current_stored: bool = True
 
     def current_summary(self) -> CurrentSummary:
-        """The summary, or CorruptionError when the current checkpoint's row is damaged."""
+        """The summary, or CorruptionError when the current checkpoint's row is damaged or
+        not stored."""
+        if not self.current_stored:
+            raise pointer_dangling(self.namespace)
         if self.summary is None:
             raise errors.CorruptionError(
                 f"namespace {self.namespace!r}: the row of its CURRENT checkpoint "
