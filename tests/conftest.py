@@ -108,9 +108,16 @@ def raw_sql(
         conn.close()
 
 
-def store_wrong_types(path: str | Path, table: str, values: dict[str, object]) -> int:
-    """Store values of the wrong type in every row of ``table``, as a flipped serial-type
-    byte of a record would, and return how many rows changed. STRICT and column affinity
+def store_wrong_types(
+    path: str | Path,
+    table: str,
+    values: dict[str, object],
+    where: str = "",
+    params: tuple[object, ...] = (),
+) -> int:
+    """Store values of the wrong type in every row of ``table`` (or those ``where`` with
+    ``params`` selects), as a flipped serial-type byte of a record would, and return how
+    many rows changed. STRICT and column affinity
     act only when a row is written, so the table is declared without them for this one
     UPDATE and its schema is put back afterwards."""
     (original,) = raw_sql(path, "SELECT sql FROM sqlite_schema WHERE name = ?", (table,))[0]
@@ -124,8 +131,8 @@ def store_wrong_types(path: str | Path, table: str, values: dict[str, object]) -
     changed = raw_sql(
         path,
         "PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON;"
-        f" UPDATE OR IGNORE {table} SET {assignments}; SELECT changes()",
-        tuple(values.values()),
+        f" UPDATE OR IGNORE {table} SET {assignments} {where}; SELECT changes()",
+        (*values.values(), *params),
     )
     raw_sql(path, rewrite, (original, table))
     return int(changed[0][0])  # type: ignore[call-overload]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import raw_sql
+from conftest import raw_sql, store_wrong_types
 
 import ckptdb
 from ckptdb import errors
@@ -267,3 +267,55 @@ def test_fallback_past_a_damaged_manifest_whose_parent_moved_to_a_sibling(
     with ckptdb.open(db_path) as again:
         result = again.load("ns", fallback=True)
     assert result.checkpoint.id == c3, (result.checkpoint.id[:12], {c2[:12]: "c2"})
+
+
+def _damage_manifest(path: Path, checkpoint_id: str) -> None:
+    raw_sql(path, "UPDATE checkpoint SET metadata = '{\"x\":1}' WHERE id = ?", (checkpoint_id,))
+
+
+def _make_row_unreadable(path: Path, checkpoint_id: str) -> None:
+    # A flipped serial-type byte: the row's generation is no longer an integer.
+    changed = store_wrong_types(
+        path, "checkpoint", {"generation": "x"}, "WHERE id = ?", (checkpoint_id,)
+    )
+    assert changed == 1
+
+
+def test_fallback_past_an_unreadable_row_follows_the_history_of_a_linear_lineage(
+    db: ckptdb.Database, db_path: Path
+) -> None:
+    ids = [db.commit("ns", {"s": str(i).encode()}).checkpoint_id for i in range(4)]
+    _damage_manifest(db_path, ids[3])
+    _make_row_unreadable(db_path, ids[2])
+    with ckptdb.open(db_path) as again:
+        result = again.load("ns", fallback=True)
+    # The pointer history's record (the previous CURRENT) has the generation predicted.
+    assert result.checkpoint.id == ids[1]
+    assert [r.checkpoint_id for r in result.receipt.rejected] == [ids[3], ids[2]]  # type: ignore[union-attr]
+
+
+def test_fallback_does_not_follow_the_history_past_a_branch_onto_another_lineage(
+    db: ckptdb.Database, db_path: Path
+) -> None:
+    """Found by the corruption campaign (seed 23, 3,000 cases, case 1234, a page flip):
+    g5 was committed on g1 while g4 was CURRENT, so the pointer history names g4 as what
+    CURRENT was before g5 -- but g4 is not g5's parent. With g6's manifest damaged and g5's
+    row unreadable, fallback used to return g4, a checkpoint off CURRENT's lineage."""
+    g1 = db.commit("ns", {"s": b"1"}).checkpoint_id
+    g2 = db.commit("ns", {"s": b"2"}).checkpoint_id
+    db.commit("ns", {"s": b"3"})
+    db.set_current("ns", g2, reason="rollback")
+    g4 = db.commit("ns", {"s": b"4 on 2"}).checkpoint_id
+    g5 = db.commit("ns", {"s": b"5 on 1"}, base=g1).checkpoint_id
+    g6 = db.commit("ns", {"s": b"6 on 5"}).checkpoint_id
+    _damage_manifest(db_path, g6)
+    _make_row_unreadable(db_path, g5)
+    with ckptdb.open(db_path) as again:
+        with pytest.raises(errors.CorruptionError) as caught:
+            again.load("ns", fallback=True)
+        assert caught.value.details["reason"] == "lineage_unknown"
+        assert caught.value.details["checkpoint_id"] == g5
+        assert g4[:12] not in str(caught.value)
+        # The operator's way on: set CURRENT to the checkpoint to resume from.
+        again.set_current("ns", g1)
+        assert again.load("ns").checkpoint.id == g1

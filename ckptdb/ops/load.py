@@ -8,10 +8,22 @@ schema too new, is *skipped* with fallback, like a damaged one); ``max_bytes`` (
 manifest alone, before any blob byte is read: an oversized checkpoint is *refused*, even with
 fallback -- the bound guards the caller's memory, and an older state is not a smaller copy
 of the newest); then every byte is verified and the host validator runs.
+
+Past a checkpoint whose manifest is damaged, its parent link cannot be trusted. The walk
+then takes what CURRENT was before that checkpoint became CURRENT (the pointer, then the
+digest-sealed pointer history), which is its parent only for a commit on CURRENT -- not
+after a branch (a commit on another base) or a rollback. So that candidate is accepted
+only when it is proven the parent (the damaged checkpoint's id recomputes with it as parent,
+one generation later) or has the generation the walk predicts (from a trusted link, else
+the damaged row's own generation); otherwise the load stops with ``lineage_unknown``
+rather than return a checkpoint of another lineage. A prediction is not a proof: two
+branches in a row can put a non-parent at the predicted generation (docs/reliability.md,
+Known limits).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -236,38 +248,86 @@ def _manifest(handle: Handle, conn: Connection, namespace: str, row: CheckpointR
     return cp
 
 
+@dataclass(frozen=True)
+class _Next:
+    """The next candidate of the walk: its id, the generation it must have (None: not
+    known), and -- when it comes from a pointer record rather than a trusted parent link --
+    the damaged checkpoint it must be the parent of (``child``: its row, if readable)."""
+
+    checkpoint_id: str | None
+    generation: int | None = None
+    from_records: bool = False
+    child: CheckpointRow | None = None
+
+
+def _is_parent(conn: Connection, step: _Next, cp: Checkpoint) -> bool:
+    """Whether ``cp``, reached through a pointer record, is the parent of the damaged
+    checkpoint before it: proven when that checkpoint's id recomputes with ``cp`` as its
+    parent one generation later (damage confined to those two fields), else when ``cp``
+    has the generation the walk predicted (not a proof: see the module docstring)."""
+    child = step.child
+    if child is not None:
+        claimed = dataclasses.replace(child, parent_id=cp.id, generation=cp.generation + 1)
+        try:
+            with conn.read_transaction():
+                entries = checkpoints.entries_of(conn, child.seq)
+            if checkpoints.recomputed_id(claimed, entries) == child.id:
+                return True
+        except errors.CorruptionError:
+            pass  # its entries are damaged too: only the generation can say
+    return step.generation is not None and cp.generation == step.generation
+
+
 def _parent_of_damaged(
     handle: Handle,
     conn: Connection,
     ptr: PointerRow,
     checkpoint_id: str,
     row: CheckpointRow | None,
-) -> str | None:
+    generation: int | None,
+) -> _Next:
     """The next candidate after a checkpoint whose manifest (and so its parent link) cannot
-    be trusted.
+    be trusted; ``generation``: what a trusted link said this checkpoint's generation is.
 
     Its stored parent link is taken when the parent it names is an intact checkpoint of the
     namespace exactly one generation older (damage would have to forge both fields to pass).
     Otherwise: what CURRENT named before this checkpoint became CURRENT, from records whose
-    digest proves them intact (the pointer, then the pointer history) -- its parent for any
-    ordinary commit. None when neither says.
+    digest proves them intact (the pointer, then the pointer history) -- its parent for an
+    ordinary commit, but not for a commit on another base (a branch) nor after a rollback.
+    So that candidate must have the generation one below this checkpoint's, which must be
+    known (the caller checks); None when no record says.
     """
-    if row is not None and row.parent_id is not None:
+    if generation is not None:
+        known: int | None = generation
+    elif row is not None:
+        known = row.generation
+    elif checkpoint_id == ptr.current_id:
+        known = ptr.current_generation
+    else:
+        known = None
+    if row is not None and row.parent_id is not None and known == row.generation:
         try:
             parent = _row(conn, row.parent_id)
             if parent is not None:
                 verified = _manifest(handle, conn, ptr.namespace, parent)
                 if verified.generation == row.generation - 1:
-                    return verified.id
+                    return _Next(verified.id, verified.generation)
         except errors.CorruptionError:
             pass  # the link is not usable; the sealed records below decide
+    expected = None if known is None else known - 1
     if checkpoint_id == ptr.current_id:
-        return ptr.fallback_id  # covered by the pointer digest, checked by the caller
+        # covered by the pointer digest, checked by the caller
+        return _Next(ptr.fallback_id, expected, from_records=True, child=row)
     try:
         moves = pointers.moves_to(conn, ptr.namespace_id, checkpoint_id)
     except errors.CorruptionError:
-        return None  # a damaged history row: no trusted record (the walk ends here)
-    return next((m.fallback_id for m in moves if m.intact()), None)
+        return _Next(None)  # a damaged history row: no trusted record (the walk ends here)
+    return _Next(
+        next((m.fallback_id for m in moves if m.intact()), None),
+        expected,
+        from_records=True,
+        child=row,
+    )
 
 
 def _validate(cp: Checkpoint, validator: Validator | None) -> None:
@@ -326,14 +386,16 @@ def load_with_fallback(
     pointers.check_pointer(ptr)  # a damaged pointer fails closed: we do not guess what is current
     requested = start_id or ptr.current_id
     rejected: list[models.Rejection] = []
-    next_id: str | None = requested
+    step = _Next(requested)
     seen: set[str] = set()
     selected: Checkpoint | None = None
+    unfollowable: str | None = None  # the damaged checkpoint past which no link is trusted
     # Parent links are followed only out of a manifest that hashed to its id; past a
     # damaged manifest the walk continues from what CURRENT named before it (digest-sealed
-    # pointer records), so damage can neither skip an intact ancestor nor leave the
-    # namespace.
-    while next_id is not None and next_id not in seen:
+    # pointer records) when that checkpoint has the generation its child predicts, so
+    # damage can neither skip an intact ancestor, nor leave the namespace, nor turn onto
+    # another branch.
+    while (next_id := step.checkpoint_id) is not None and next_id not in seen:
         seen.add(next_id)
         row: CheckpointRow | None = None
         cp: Checkpoint | None = None
@@ -348,6 +410,11 @@ def load_with_fallback(
                     reason="current_missing",
                 )
             cp = _manifest(handle, conn, namespace, row)
+            if step.from_records and not _is_parent(conn, step, cp):
+                # Not provably the parent of the damaged checkpoint before it (a branch, a
+                # rollback, or a generation nobody vouches for): stop rather than guess.
+                unfollowable = rejected[-1].checkpoint_id if rejected else next_id
+                break
             check_lineage(cp, checks.expect)
             check_schemas(cp, checks.accept_schemas)
             check_size(cp, checks.max_bytes, rejected)  # refused, never skipped
@@ -363,10 +430,10 @@ def load_with_fallback(
             if not fallback:
                 raise
             rejected.append(_rejection(next_id, exc))
-            next_id = (
-                cp.parent_id
+            step = (
+                _Next(cp.parent_id, cp.generation - 1)
                 if cp is not None
-                else _parent_of_damaged(handle, conn, ptr, next_id, row)
+                else _parent_of_damaged(handle, conn, ptr, next_id, row, step.generation)
             )
             continue
         selected = cp
@@ -403,6 +470,19 @@ def load_with_fallback(
         pointer_digest=ptr.digest,
         at=models.from_ms(now_ms),
     )
+    if unfollowable is not None:
+        raise errors.CorruptionError(
+            f"namespace {namespace!r}: past the damaged checkpoint {unfollowable[:12]} no "
+            "intact record says which checkpoint is its parent (the pointer history names "
+            "the previous CURRENT, which is not its parent after a branch or a rollback), so "
+            f"fallback does not guess. Nothing was returned; receipt {receipt_id} records "
+            "what was rejected. Run `ckptdb log --all` and `ckptdb set-current` to the "
+            "checkpoint to resume from, or restore from a backup or export.",
+            namespace=namespace,
+            checkpoint_id=unfollowable,
+            receipt_id=receipt_id,
+            reason="lineage_unknown",
+        )
     if selected is None:
         summary = "; ".join(f"{r.checkpoint_id[:12]}: {r.code}" for r in rejected)
         refused = any(r.code in _CHECK_CODES for r in rejected)

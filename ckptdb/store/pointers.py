@@ -71,9 +71,11 @@ def _pointer(row: tuple[Any, ...]) -> PointerRow:
     ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated = head
     check_types(row[-2:-1], ((int, type(None)),), "namespace row")
     stored = bool(row[-1])
+    generation = row[len(POINTER_TYPES) + 1]
     return PointerRow(
         ns_id, name, seq, current_id, fallback_id, revision, digest, previous, updated,
         _summary(row[len(POINTER_TYPES) : -2]) if stored else None, row[-2], stored,
+        generation if type(generation) is int else None,
     )  # fmt: skip
 
 

@@ -131,6 +131,9 @@ class PointerRow:
     #: False when the current checkpoint's row is not stored (deleted outside ckptdb): the
     #: ids then come from the pointer history, and ``summary`` is None.
     current_stored: bool = True
+    #: The current checkpoint's stored generation when it is an integer, even when other
+    #: columns of its row are damaged (fallback's walk predicts generations from it).
+    current_generation: int | None = None
 
     def current_summary(self) -> CurrentSummary:
         """The summary, or CorruptionError when the current checkpoint's row is damaged or
