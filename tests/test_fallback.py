@@ -319,3 +319,40 @@ def test_fallback_does_not_follow_the_history_past_a_branch_onto_another_lineage
         # The operator's way on: set CURRENT to the checkpoint to resume from.
         again.set_current("ns", g1)
         assert again.load("ns").checkpoint.id == g1
+
+
+def _point_id_index_entry_elsewhere(path: Path, checkpoint_id: str, other_seq: int) -> None:
+    """Damage one entry of the index on checkpoint ids (a closed file, WAL checkpointed):
+    the seq stored after the id now names another row, as a flipped byte would."""
+    (root,) = raw_sql(
+        path,
+        "SELECT rootpage FROM sqlite_schema WHERE name = ?",
+        ("sqlite_autoindex_checkpoint_1",),
+    )[0]
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    page = slice((int(root) - 1) * page_size, int(root) * page_size)  # type: ignore[call-overload]
+    at = bytes(data[page]).index(checkpoint_id.encode()) + len(checkpoint_id)
+    start = (int(root) - 1) * page_size  # type: ignore[call-overload]
+    assert data[start + at] < 0x80  # a one-byte integer (seq < 128)
+    data[start + at] = other_seq
+    path.write_bytes(bytes(data))
+
+
+def test_fallback_reads_a_checkpoint_whose_id_index_entry_leads_to_another_row(
+    db_path: Path,
+) -> None:
+    """Found by the corruption campaign (seed 41, 1,500 cases, case 159): SQLite reads an
+    indexed column from the index, so a damaged entry of the id index gave CURRENT's id
+    with another row's columns -- a manifest that does not hash, whose stored parent link
+    fallback then followed past three intact checkpoints. The row is read by its rowid now,
+    and the table, searched, has CURRENT intact."""
+    with ckptdb.open(db_path) as db:
+        ids = [db.commit("ns", {"s": str(i).encode()}).checkpoint_id for i in range(4)]
+    seqs = dict(raw_sql(db_path, "SELECT id, seq FROM checkpoint"))
+    _point_id_index_entry_elsewhere(db_path, ids[3], int(seqs[ids[1]]))  # type: ignore[call-overload]
+    with ckptdb.open(db_path) as db:
+        result = db.load("ns", fallback=True)
+        assert result.checkpoint.id == ids[3]
+        assert result.checkpoint.read("s") == b"3"
+        assert not db.verify().ok  # the index damage is reported

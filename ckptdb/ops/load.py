@@ -229,7 +229,7 @@ def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
     damaged index), the table itself is searched."""
     try:
         with conn.read_transaction():
-            row = checkpoints.checkpoint_by_id(conn, checkpoint_id)
+            row = checkpoints.checkpoint_by_id(conn, checkpoint_id, confirm=True)
     except errors.CorruptionError:
         row = None  # a damaged index page; the table may still hold the row intact
     if row is None:

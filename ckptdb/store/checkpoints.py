@@ -32,10 +32,11 @@ def _checkpoint(row: tuple[Any, ...]) -> CheckpointRow:
 
 
 def checkpoint_by_id(
-    conn: Connection, checkpoint_id: str, *, scan: bool = False
+    conn: Connection, checkpoint_id: str, *, scan: bool = False, confirm: bool = False
 ) -> CheckpointRow | None:
     """The checkpoint with this full id. ``scan`` reads the table instead of the index on
-    ids (slow; for recovery, when a damaged index may hide a row that is there)."""
+    ids (slow; for recovery, when a damaged index may hide a row that is there).
+    ``confirm`` (fallback's walk) also reads the id from the table row the index led to."""
     where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
     row = conn.one(
         f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
@@ -44,9 +45,17 @@ def checkpoint_by_id(
     if row is None:
         return None
     found = _checkpoint(row)
-    if found.id != checkpoint_id and not scan:
-        # SQLite trusts an index: a damaged entry of the id index leads to another row.
-        # The row itself says which checkpoint it is; look for the asked one in the table.
+    if scan:
+        return found
+    # SQLite trusts an index: a damaged entry of the id index leads to another row. When
+    # the index covers a column, SQLite reads it from the index, so ``found.id`` is the
+    # asked id even then; the other columns are the other row's. The table row, read by
+    # its rowid, says which checkpoint it is -- a manifest check catches the mix, but
+    # fallback would follow the other row's parent link, so it confirms.
+    if found.id != checkpoint_id or (
+        confirm
+        and conn.scalar("SELECT id FROM checkpoint WHERE seq = ?", (found.seq,)) != checkpoint_id
+    ):
         return checkpoint_by_id(conn, checkpoint_id, scan=True)
     return found
 
