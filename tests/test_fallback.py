@@ -245,20 +245,15 @@ def test_a_verified_manifest_is_remembered_but_damage_is_still_found(db: ckptdb.
         other.get(ack.checkpoint_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit, found by the corruption campaign (seed 7, 1,500 cases, case 1454): "
-    "past a damaged manifest, fallback trusts its stored parent link when it names an intact "
-    "checkpoint of the namespace one generation older, though the digest-chained history "
-    "says CURRENT was another one before it",
-)
 def test_fallback_past_a_damaged_manifest_whose_parent_moved_to_a_sibling(
     db: ckptdb.Database, db_path: Path
 ) -> None:
-    """c4 was committed on c3 (a branch off c1, beside c2); damage moves c4's stored parent
-    to c2, which has c3's generation. c4 no longer hashes to its id; the newest intact
-    ancestor along its lineage is c3, but fallback returns c2 -- intact and of the
-    namespace, yet not on CURRENT's lineage."""
+    """Found by the corruption campaign (seed 7, 1,500 cases, case 1454 at v5, 1394 and
+    1398 at v6; a known limit until this test passed): c4 was committed on c3 (a branch
+    off c1, beside c2); damage moves c4's stored parent to c2, which has c3's generation.
+    c4 no longer hashes to its id. Fallback used to take the stored link (an intact
+    checkpoint one generation older) and return c2, off CURRENT's lineage. c4's id
+    recomputes with c3, the previous CURRENT, as its parent: that proof comes first."""
     c1 = db.commit("ns", {"s": b"1"}).checkpoint_id
     c2 = db.commit("ns", {"s": b"2"}).checkpoint_id
     c3 = db.commit("ns", {"s": b"3 on 1"}, base=c1).checkpoint_id

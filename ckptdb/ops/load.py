@@ -16,9 +16,10 @@ after a branch (a commit on another base) or a rollback. So that candidate is ac
 only when it is proven the parent (the damaged checkpoint's id recomputes with it as parent,
 one generation later) or has the generation the walk predicts (from a trusted link, else
 the damaged row's own generation); otherwise the load stops with ``lineage_unknown``
-rather than return a checkpoint of another lineage. A prediction is not a proof: two
-branches in a row can put a non-parent at the predicted generation (docs/reliability.md,
-Known limits).
+rather than return a checkpoint of another lineage. The same proof is tried on the stored
+link first. What is not a proof -- a stored link to an intact checkpoint one generation
+older, a record at the predicted generation -- can be wrong after branch commits
+(docs/reliability.md, Known limits).
 """
 
 from __future__ import annotations
@@ -260,22 +261,41 @@ class _Next:
     child: CheckpointRow | None = None
 
 
+def _proves_parent(conn: Connection, child: CheckpointRow | None, cp: Checkpoint) -> bool:
+    """Whether the damaged checkpoint ``child`` is proven to have ``cp`` as its parent: its
+    id recomputes with ``cp`` as parent, one generation later (the id commits to both, so
+    this holds when the damage is confined to those two fields)."""
+    if child is None:
+        return False
+    claimed = dataclasses.replace(child, parent_id=cp.id, generation=cp.generation + 1)
+    try:
+        with conn.read_transaction():
+            entries = checkpoints.entries_of(conn, child.seq)
+    except errors.CorruptionError:
+        return False  # its entries are damaged too: nothing to recompute from
+    return checkpoints.recomputed_id(claimed, entries) == child.id
+
+
 def _is_parent(conn: Connection, step: _Next, cp: Checkpoint) -> bool:
     """Whether ``cp``, reached through a pointer record, is the parent of the damaged
-    checkpoint before it: proven when that checkpoint's id recomputes with ``cp`` as its
-    parent one generation later (damage confined to those two fields), else when ``cp``
-    has the generation the walk predicted (not a proof: see the module docstring)."""
-    child = step.child
-    if child is not None:
-        claimed = dataclasses.replace(child, parent_id=cp.id, generation=cp.generation + 1)
-        try:
-            with conn.read_transaction():
-                entries = checkpoints.entries_of(conn, child.seq)
-            if checkpoints.recomputed_id(claimed, entries) == child.id:
-                return True
-        except errors.CorruptionError:
-            pass  # its entries are damaged too: only the generation can say
+    checkpoint before it: proven (:func:`_proves_parent`), else when ``cp`` has the
+    generation the walk predicted (not a proof: see the module docstring)."""
+    if _proves_parent(conn, step.child, cp):
+        return True
     return step.generation is not None and cp.generation == step.generation
+
+
+def _intact(
+    handle: Handle, conn: Connection, namespace: str, checkpoint_id: str | None
+) -> Checkpoint | None:
+    """The checkpoint with its manifest checked, or None when it is not stored or damaged."""
+    if checkpoint_id is None:
+        return None
+    try:
+        row = _row(conn, checkpoint_id)
+        return None if row is None else _manifest(handle, conn, namespace, row)
+    except errors.CorruptionError:
+        return None  # not usable as a parent; the caller tries the next source
 
 
 def _parent_of_damaged(
@@ -289,13 +309,14 @@ def _parent_of_damaged(
     """The next candidate after a checkpoint whose manifest (and so its parent link) cannot
     be trusted; ``generation``: what a trusted link said this checkpoint's generation is.
 
-    Its stored parent link is taken when the parent it names is an intact checkpoint of the
-    namespace exactly one generation older (damage would have to forge both fields to pass).
-    Otherwise: what CURRENT named before this checkpoint became CURRENT, from records whose
-    digest proves them intact (the pointer, then the pointer history) -- its parent for an
-    ordinary commit, but not for a commit on another base (a branch) nor after a rollback.
-    So that candidate must have the generation one below this checkpoint's, which must be
-    known (the caller checks); None when no record says.
+    Two sources name a parent: the stored link, and what CURRENT named before this
+    checkpoint became CURRENT, from records whose digest proves them intact (the pointer,
+    then the pointer history) -- its parent for an ordinary commit, but not for a commit on
+    another base (a branch) nor after a rollback. First, either is taken when it is proven
+    the parent (:func:`_proves_parent`). Then the stored link, when the parent it names is
+    an intact checkpoint of the namespace exactly one generation older (damage would have
+    to forge both fields to pass). Then the record, which the caller accepts only with the
+    generation one below this checkpoint's (``_Next.generation``; None: not known).
     """
     if generation is not None:
         known: int | None = generation
@@ -305,29 +326,29 @@ def _parent_of_damaged(
         known = ptr.current_generation
     else:
         known = None
-    if row is not None and row.parent_id is not None and known == row.generation:
-        try:
-            parent = _row(conn, row.parent_id)
-            if parent is not None:
-                verified = _manifest(handle, conn, ptr.namespace, parent)
-                if verified.generation == row.generation - 1:
-                    return _Next(verified.id, verified.generation)
-        except errors.CorruptionError:
-            pass  # the link is not usable; the sealed records below decide
-    expected = None if known is None else known - 1
     if checkpoint_id == ptr.current_id:
-        # covered by the pointer digest, checked by the caller
-        return _Next(ptr.fallback_id, expected, from_records=True, child=row)
-    try:
-        moves = pointers.moves_to(conn, ptr.namespace_id, checkpoint_id)
-    except errors.CorruptionError:
-        return _Next(None)  # a damaged history row: no trusted record (the walk ends here)
-    return _Next(
-        next((m.fallback_id for m in moves if m.intact()), None),
-        expected,
-        from_records=True,
-        child=row,
-    )
+        record = ptr.fallback_id  # covered by the pointer digest, checked by the caller
+    else:
+        try:
+            moves = pointers.moves_to(conn, ptr.namespace_id, checkpoint_id)
+        except errors.CorruptionError:
+            moves = []  # a damaged history row: no trusted record
+        record = next((m.fallback_id for m in moves if m.intact()), None)
+    stored = row.parent_id if row is not None else None
+    candidates = {c: _intact(handle, conn, ptr.namespace, c) for c in (record, stored) if c}
+    for cp in candidates.values():
+        if cp is not None and _proves_parent(conn, row, cp):
+            return _Next(cp.id, cp.generation)
+    linked = candidates.get(stored) if stored is not None else None
+    if (
+        row is not None
+        and linked is not None
+        and known == row.generation
+        and linked.generation == row.generation - 1
+    ):
+        return _Next(linked.id, linked.generation)
+    expected = None if known is None else known - 1
+    return _Next(record, expected, from_records=True, child=row)
 
 
 def _validate(cp: Checkpoint, validator: Validator | None) -> None:
