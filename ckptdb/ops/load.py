@@ -230,13 +230,22 @@ def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
     damaged index), the table itself is searched."""
     try:
         with conn.read_transaction():
-            row = checkpoints.checkpoint_by_id(conn, checkpoint_id, confirm=True)
+            row = checkpoints.checkpoint_by_id(conn, checkpoint_id)
     except errors.CorruptionError:
         row = None  # a damaged index page; the table may still hold the row intact
     if row is None:
         with conn.read_transaction():
             row = checkpoints.checkpoint_by_id(conn, checkpoint_id, scan=True)
     return row
+
+
+def _real_row(conn: Connection, row: CheckpointRow) -> CheckpointRow | None:
+    """After ``row``'s manifest failed: the row the table holds for its id, when the index
+    on ids led to another one (SQLite then reads the id itself from the index, so the row
+    carries the asked id on another checkpoint's columns); None when ``row`` is the table's."""
+    with conn.read_transaction():
+        real = checkpoints.checkpoint_by_id(conn, row.id, confirm=True)
+    return real if real is not None and real.seq != row.seq else None
 
 
 def _manifest(handle: Handle, conn: Connection, namespace: str, row: CheckpointRow) -> Checkpoint:
@@ -293,7 +302,15 @@ def _intact(
         return None
     try:
         row = _row(conn, checkpoint_id)
-        return None if row is None else _manifest(handle, conn, namespace, row)
+        if row is None:
+            return None
+        try:
+            return _manifest(handle, conn, namespace, row)
+        except errors.CorruptionError:
+            real = _real_row(conn, row)
+            if real is None:
+                raise
+            return _manifest(handle, conn, namespace, real)
     except errors.CorruptionError:
         return None  # not usable as a parent; the caller tries the next source
 
@@ -430,7 +447,14 @@ def load_with_fallback(
                     checkpoint_id=next_id,
                     reason="current_missing",
                 )
-            cp = _manifest(handle, conn, namespace, row)
+            try:
+                cp = _manifest(handle, conn, namespace, row)
+            except errors.CorruptionError:
+                real = _real_row(conn, row)
+                if real is None:
+                    raise
+                row = real  # a damaged index entry led elsewhere; the table has the row
+                cp = _manifest(handle, conn, namespace, row)
             if step.from_records and not _is_parent(conn, step, cp):
                 # Not provably the parent of the damaged checkpoint before it (a branch, a
                 # rollback, or a generation nobody vouches for): stop rather than guess.

@@ -36,7 +36,8 @@ def checkpoint_by_id(
 ) -> CheckpointRow | None:
     """The checkpoint with this full id. ``scan`` reads the table instead of the index on
     ids (slow; for recovery, when a damaged index may hide a row that is there).
-    ``confirm`` (fallback's walk) also reads the id from the table row the index led to."""
+    ``confirm`` also reads the id from the table row the index led to (fallback, once a
+    manifest failed)."""
     where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
     row = conn.one(
         f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
