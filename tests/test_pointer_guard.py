@@ -20,6 +20,12 @@ def _seq(path: Path, checkpoint_id: str) -> int:
     return int(rows[0][0])  # type: ignore[call-overload]
 
 
+def _delete_checkpoint(path: Path, checkpoint_id: str) -> None:
+    """Delete a checkpoint row outside ckptdb (a connection that enforces no foreign keys)."""
+    raw_sql(path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(path, checkpoint_id),))
+    raw_sql(path, "DELETE FROM checkpoint WHERE id = ?", (checkpoint_id,))
+
+
 def test_schema_v6_pointer_has_no_checkpoint_keys_nor_their_indexes(db_path: Path) -> None:
     ckptdb.open(db_path).close()
     keys = raw_sql(db_path, "SELECT \"table\" FROM pragma_foreign_key_list('pointer')")
@@ -76,10 +82,8 @@ def test_verify_reports_a_pointer_naming_a_missing_checkpoint(db_path: Path, rol
         second = db.commit("ns", {"a": b"2"})
         db.commit("keep", {"a": b"3"})
     gone = second.checkpoint_id if role == "current" else first.checkpoint_id
-    # Outside ckptdb, with a connection that does not enforce foreign keys (damage or an
-    # edit: ckptdb itself never deletes a pointed-to checkpoint).
-    raw_sql(db_path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(db_path, gone),))
-    raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (gone,))
+    # Damage or an edit: ckptdb itself never deletes a pointed-to checkpoint.
+    _delete_checkpoint(db_path, gone)
     with ckptdb.open(db_path) as db:
         report = db.verify()
     assert not report.ok
@@ -91,8 +95,7 @@ def test_verify_reports_a_pointer_naming_a_missing_checkpoint(db_path: Path, rol
 def test_a_commit_on_a_dangling_current_is_a_typed_corruption_error(db_path: Path) -> None:
     with ckptdb.open(db_path) as db:
         gone = db.commit("ns", {"a": b"1"}).checkpoint_id
-    raw_sql(db_path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(db_path, gone),))
-    raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (gone,))
+    _delete_checkpoint(db_path, gone)
     before = raw_sql(db_path, "SELECT count(*) FROM checkpoint")
     with ckptdb.open(db_path) as db:
         with pytest.raises(errors.CorruptionError) as caught:
@@ -106,12 +109,6 @@ def test_a_commit_on_a_dangling_current_is_a_typed_corruption_error(db_path: Pat
         " (SELECT namespace_id FROM namespace WHERE name = 'ns')",
     ) == [(0,)]
     assert raw_sql(db_path, "SELECT count(*) FROM checkpoint") == [(before[0][0] + 1,)]
-
-
-def _delete_checkpoint(path: Path, checkpoint_id: str) -> None:
-    """Delete a checkpoint row outside ckptdb (a connection that enforces no foreign keys)."""
-    raw_sql(path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(path, checkpoint_id),))
-    raw_sql(path, "DELETE FROM checkpoint WHERE id = ?", (checkpoint_id,))
 
 
 def test_a_dangling_current_reads_as_damage_and_set_current_repairs_it(db_path: Path) -> None:
