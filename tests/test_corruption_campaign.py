@@ -154,7 +154,9 @@ def test_invalid_utf8_in_a_text_column_is_a_typed_error(db_path: Path) -> None:
 # -- B2: ns@current / ns@fallback / ns~N trust an unverified pointer --------------------------
 
 
-def test_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: Path) -> None:
+def test_resolve_current_never_follows_a_damaged_pointer_seq_to_another_namespace(
+    db_path: Path, tmp_path: Path
+) -> None:
     ids = _two_namespaces(db_path)
     # The pointer of alpha now names beta's checkpoint (one integer in one row).
     _tamper(
@@ -164,18 +166,24 @@ def test_resolve_current_refuses_a_damaged_pointer(db_path: Path, tmp_path: Path
         (ids["b1"],),
     )
     with ckptdb.open(db_path) as db:
-        with pytest.raises(errors.CorruptionError):
-            db.current("alpha")  # this one is right: the pointer digest does not match
-        with pytest.raises(errors.CorruptionError):
-            db.resolve("alpha@current")  # today: beta's checkpoint id
+        # The seq is not covered by the pointer's digest; the ids of the move that set it
+        # are, and they name alpha's true CURRENT, which reads back verified.
+        assert db.current("alpha").id == ids["a3"]  # type: ignore[union-attr]
+        assert db.resolve("alpha@current") == ids["a3"]  # before B2's fix: beta's
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.commit("alpha", {"s": b"alpha-4"})  # writes refuse until it is repaired
+        assert caught.value.details["reason"] == "pointer_dangling"
+        assert "foreign_key" in {p.code for p in db.verify().problems}
     result = CliRunner().invoke(main, ["cat", str(db_path), "alpha@current", "s"])
-    assert result.stdout_bytes != b"beta-secret"
-    assert result.exit_code == 5
+    assert result.stdout_bytes == b"alpha-3"
     result = CliRunner().invoke(
         main, ["checkout", str(db_path), "alpha@current", str(tmp_path / "o")]
     )
-    assert result.exit_code == 5
-    assert not (tmp_path / "o").exists()
+    assert result.exit_code == 0 and (tmp_path / "o" / "s").read_bytes() == b"alpha-3"
+    with ckptdb.open(db_path) as db:
+        db.set_current("alpha", ids["a3"])  # the repair: the pointer's seq is rewritten
+        assert db.verify().ok
+        db.commit("alpha", {"s": b"alpha-4"})
 
 
 # -- B3: fallback follows the parent link of a checkpoint whose manifest is damaged ----------

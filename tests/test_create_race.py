@@ -75,6 +75,21 @@ def test_a_file_an_interrupted_creation_left_without_settings_is_finished(
         assert db.verify().ok
 
 
+def test_an_interrupted_creation_is_not_finished_by_an_open_that_must_not_write(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "interrupted.ckpt"
+    ckptdb.open(path).close()
+    raw_sql(path, "DELETE FROM setting WHERE key = 'chunk_size'")
+    for kwargs in ({"readonly": True}, {"migrate": "check"}):
+        with pytest.raises(ckptdb.DatabaseFileError) as caught:
+            ckptdb.open(path, **kwargs)  # type: ignore[arg-type]
+        assert "open it read-write once" in str(caught.value)
+        assert raw_sql(path, "SELECT count(*) FROM setting WHERE key = 'chunk_size'") == [(0,)]
+    with ckptdb.open(path) as db:
+        assert db.chunk_size > 0
+
+
 def test_a_file_that_stores_data_without_its_chunk_size_is_refused_untouched(
     tmp_path: Path,
 ) -> None:
@@ -157,7 +172,12 @@ def test_a_creation_killed_at_any_moment_leaves_a_file_that_opens(tmp_path: Path
         created = sorted(directory.glob("*.ckpt"))
         assert created
         for path in created:
-            # Whole (and then with the requested chunk size) or still empty, never between.
+            # Whole (and then with the requested chunk size) or still empty, never between,
+            # read before any ckptdb open (a read-write one would finish a half-made file).
+            (version,) = raw_sql(path, "PRAGMA user_version")[0]
+            if version:
+                stored = raw_sql(path, "SELECT value FROM setting WHERE key = 'chunk_size'")
+                assert stored == [("131072",)], (path, version)
             with ckptdb.open(path) as db:
                 names = [n.name for n in db.namespaces()]
                 assert names in ([], ["ns"])

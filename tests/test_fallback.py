@@ -351,3 +351,23 @@ def test_fallback_reads_a_checkpoint_whose_id_index_entry_leads_to_another_row(
         assert result.checkpoint.id == ids[3]
         assert result.checkpoint.read("s") == b"3"
         assert not db.verify().ok  # the index damage is reported
+
+
+def test_fallback_does_not_follow_a_damaged_unproven_record_onto_another_branch(
+    db: ckptdb.Database, db_path: Path
+) -> None:
+    """Found in review: x was committed on a1 while b was CURRENT, so b is x's fallback but
+    not its parent. With x's row unreadable and b's manifest damaged, the walk rejected b
+    and then trusted b's own parent link, returning b0 -- off x's lineage x, a1, r."""
+    r = db.commit("ns", {"s": b"r"}).checkpoint_id
+    a1 = db.commit("ns", {"s": b"a1"}).checkpoint_id
+    b0 = db.commit("ns", {"s": b"b0"}, base=r).checkpoint_id
+    b = db.commit("ns", {"s": b"b"}).checkpoint_id
+    x = db.commit("ns", {"s": b"x"}, base=a1).checkpoint_id
+    _make_row_unreadable(db_path, x)
+    _damage_manifest(db_path, b)
+    with ckptdb.open(db_path) as again:
+        with pytest.raises(errors.CorruptionError) as caught:
+            again.load("ns", fallback=True)
+        assert caught.value.details["reason"] == "lineage_unknown"
+        assert b0[:12] not in str(caught.value)

@@ -138,7 +138,7 @@ def test_a_dangling_current_reads_as_damage_and_set_current_repairs_it(db_path: 
         assert db.verify().ok
 
 
-def test_moving_away_from_a_dangling_current_without_verifying_is_refused(
+def test_moving_away_from_a_dangling_current_never_makes_it_the_fallback(
     db_path: Path,
 ) -> None:
     with ckptdb.open(db_path) as db:
@@ -146,12 +146,11 @@ def test_moving_away_from_a_dangling_current_without_verifying_is_refused(
         gone = db.commit("ns", {"a": b"2"}).checkpoint_id
     _delete_checkpoint(db_path, gone)
     with ckptdb.open(db_path) as db:
-        revision = db.history("ns")[0].revision
-        # Unverified, the old CURRENT would become the fallback: a pointer to nothing.
-        with pytest.raises(errors.CorruptionError) as caught:
-            db.set_current("ns", first, verify=False)
-        assert caught.value.details["reason"] == "pointer_dangling"
-        assert db.history("ns")[0].revision == revision  # nothing moved
+        # Even unverified, the old CURRENT is known to be missing: not a fallback.
+        pointer = db.set_current("ns", first, verify=False)
+        assert (pointer.current_id, pointer.fallback_id) == (first, None)
+        assert db.receipts(kind="set_current")[0].body["damaged_code"] == "corrupt:pointer_dangling"
+        assert db.verify().ok
 
 
 def test_a_dangling_fallback_leaves_current_readable_and_a_commit_repairs_it(
@@ -198,8 +197,53 @@ def test_import_refuses_a_source_with_a_dangling_current(db_path: Path, tmp_path
         gone = src.commit("ns", {"a": b"2"}).checkpoint_id
     _delete_checkpoint(source, gone)
     with ckptdb.open(db_path) as db:
-        with pytest.raises(errors.CorruptionError) as caught:
+        # A file someone else wrote: refused as an unsound export, not left out.
+        with pytest.raises(errors.InvalidExportError) as caught:
             db.import_file(source)
-        assert caught.value.details["reason"] == "pointer_dangling"
-        assert "nothing was imported" in str(caught.value)
+        assert "namespace 'ns': its current checkpoint" in str(caught.value)
+        assert "Nothing was imported" in str(caught.value)
         assert db.namespaces() == []
+
+
+def test_a_seq_freed_outside_ckptdb_and_reused_does_not_pass_for_current(db_path: Path) -> None:
+    """Found in review: a checkpoint's seq is its rowid, so deleting the newest row frees
+    its seq for the next commit of another namespace; the dangling pointer then joined
+    that checkpoint, and the next commit of the damaged namespace took it as its parent."""
+    with ckptdb.open(db_path) as db:
+        db.commit("ns", {"a": b"1"})
+        gone = db.commit("ns", {"a": b"2"}).checkpoint_id
+    seq = _seq(db_path, gone)
+    _delete_checkpoint(db_path, gone)
+    with ckptdb.open(db_path) as db:
+        other = db.commit("elsewhere", {"a": b"3"}).checkpoint_id
+        assert _seq(db_path, other) == seq  # the freed seq really was reused
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.load("ns")
+        assert caught.value.details["reason"] == "current_missing"
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.commit("ns", {"a": b"4"})
+        assert caught.value.details["reason"] == "pointer_dangling"
+        found = [p for p in db.verify().problems if p.code == "foreign_key"]
+        assert [p.namespace for p in found] == ["ns"]
+
+
+def test_gc_keeps_every_checkpoint_of_a_namespace_whose_current_is_missing(
+    db_path: Path,
+) -> None:
+    # Depth from CURRENT cannot be measured there, and those checkpoints are what
+    # set_current repairs from: no policy applies until it is repaired.
+    with ckptdb.open(db_path) as db:
+        ids = [db.commit("ns", {"a": str(i).encode()}).checkpoint_id for i in range(6)]
+        for i in range(4):
+            db.commit("other", {"a": str(i).encode()})
+    _delete_checkpoint(db_path, ids[-1])
+    with ckptdb.open(db_path) as db:
+        report = db.gc(RetentionPolicy(keep_last=2), grace=0)
+        assert report.checkpoints_deleted == 2  # only in "other" (keep_last=2 of its 4)
+        assert raw_sql(
+            db_path,
+            "SELECT count(*) FROM checkpoint WHERE namespace_id ="
+            " (SELECT namespace_id FROM namespace WHERE name = 'ns')",
+        ) == [(5,)]
+        db.set_current("ns", ids[-2])
+        assert db.gc(RetentionPolicy(keep_last=2), grace=0).checkpoints_deleted == 3

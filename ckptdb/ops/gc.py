@@ -86,6 +86,13 @@ def _protected(conn: Connection) -> set[int]:
     return pointers.protected_seqs(conn) | pins.protected_seqs(conn)
 
 
+def _unrepaired(conn: Connection) -> set[int]:
+    """Namespaces (ids) whose CURRENT names a checkpoint that is not stored (deleted
+    outside ckptdb). No retention policy applies to them: depth from CURRENT cannot be
+    measured, and their checkpoints are what a repair (set_current) chooses from."""
+    return {ns for ns, role, _seq in pointers.dangling(conn) if role == "current"}
+
+
 def protected_seqs(conn: Connection) -> set[int]:
     """Every CURRENT, fallback and pinned checkpoint (seqs): what no deletion takes. A
     quota's eviction asks this (and :func:`kept_by_stored_policies`) what it must keep."""
@@ -122,10 +129,12 @@ def mark(
     else:
         scope = by_name
     stored = settings.stored_policies(conn) if policy is None else {}
+    unrepaired = _unrepaired(conn)
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in scope.items():
         effective = policy if policy is not None else stored.get(name, stored.get("*"))
-        if effective is not None:  # no policy at all: keep everything in that namespace
+        # No policy at all, or a CURRENT that is not stored: keep everything there.
+        if effective is not None and ns_id not in unrepaired:
             chosen[ns_id] = effective
     if not chosen:
         return Mark([], 0, 0, sorted(scope), sorted(scope.values()))
@@ -207,16 +216,18 @@ def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms
     """Seqs the stored retention policies keep in these namespaces (name -> id): each
     namespace's own policy, else the database-wide one. A namespace with neither adds
     nothing -- unlike :func:`mark`, where no policy means "keep it all" (a quota's eviction
-    asks this, together with :func:`protected_seqs`, what it must not take)."""
+    asks this, together with :func:`protected_seqs`, what it must not take). A namespace
+    whose CURRENT is not stored keeps everything (:func:`_unrepaired`)."""
     stored = settings.stored_policies(conn)
+    unrepaired = sorted(_unrepaired(conn) & set(namespaces.values()))
+    kept: set[int] = set(checkpoints.seqs_in_namespaces(conn, unrepaired))
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in namespaces.items():
         effective = stored.get(name, stored.get("*"))
-        if effective is not None:
+        if effective is not None and ns_id not in unrepaired:
             chosen[ns_id] = effective
     if not chosen:
-        return set()
-    kept: set[int] = set()
+        return kept
     lineage_only = all(_reads_only_lineage(p) for p in chosen.values())
     for ns_id, items in _candidates(conn, chosen, lineage_only=lineage_only).items():
         kept |= kept_by_policy(chosen[ns_id], items, now_ms)

@@ -475,6 +475,15 @@ def load_with_fallback(
             if not fallback:
                 raise
             rejected.append(_rejection(next_id, exc))
+            if cp is None and step.from_records:
+                # An unproven candidate that is itself damaged: nothing it links to is
+                # known to be on CURRENT's lineage -- only a prediction can carry on.
+                if step.generation is None:
+                    unfollowable = next_id
+                    break
+                after = _parent_of_damaged(handle, conn, ptr, next_id, row, step.generation)
+                step = _Next(after.checkpoint_id, step.generation - 1, from_records=True)
+                continue
             step = (
                 _Next(cp.parent_id, cp.generation - 1)
                 if cp is not None

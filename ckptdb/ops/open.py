@@ -51,23 +51,34 @@ def _probe_existing(path: str, *, readonly: bool) -> tuple[bool, list[str]]:
         probe.close()
 
 
-def _finish_interrupted_creation(conn: Connection, chunk_size: int | None) -> None:
+def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, write: bool) -> None:
     """Give the settings it never got to a file whose creation was interrupted.
 
     Earlier releases created a file in one commit per migration and then recorded the
     chunk size in another: a crash in between left tables, no ``chunk_size`` and nothing
-    stored, which reads as a damaged file. Nothing in such a file depends on a
-    chunk size yet, so it is finished as if new; a file that stores anything without one
-    is left to be refused as damaged."""
+    stored, which reads as a damaged file. Nothing in such a file depends on a chunk size
+    yet, so it is finished as if new (``write``; else it is refused, saying how to finish
+    it); a file that stores anything without one is left to be refused as damaged."""
     if settings.has_chunk_size(conn):
         return
-    with conn.write_transaction():
+
+    def stores_nothing() -> bool:
         stored = checkpoints.count(conn) + blobs.count_blobs(conn) + blobs.count_chunks(conn)
-        if settings.has_chunk_size(conn) or stored:
-            return
-        settings.init_new_file(
-            conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
-        )
+        return stored == 0 and not settings.has_chunk_size(conn)
+
+    if not write:
+        with conn.read_transaction():
+            if stores_nothing():
+                raise errors.DatabaseFileError(
+                    f"{conn.path} was left unfinished by an interrupted creation (no chunk "
+                    "size recorded, nothing stored); open it read-write once to finish it"
+                )
+        return
+    with conn.write_transaction():
+        if stores_nothing():
+            settings.init_new_file(
+                conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+            )
 
 
 def open_handle(
@@ -145,8 +156,11 @@ def open_handle(
             else:
                 migrations.apply_pending(conn, core)
             pending = []
-        if not readonly and not pending and not fresh:
-            _finish_interrupted_creation(conn, chunk_size)
+        if not pending and not fresh:
+            # Read-only and "check" opens write nothing.
+            _finish_interrupted_creation(
+                conn, chunk_size, write=not readonly and migrate_mode != "check"
+            )
         if not (fresh and pending):  # a new file left unmigrated (migrate="check") has no tables
             settings.require_features(conn, path)
         effective_chunk = (

@@ -54,7 +54,9 @@ def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
         raise errors.CorruptionError(
             f"CURRENT of {namespace!r} names {ptr.current_id[:12]}, which cannot be found by "
             "its id (deleted outside ckptdb, or a damaged index). Run `ckptdb verify`; a "
-            "load with fallback finds it or an intact ancestor.",
+            "load with fallback finds it or an intact ancestor when the records prove "
+            "which, else `ckptdb log --all` and `ckptdb set-current` to the one to resume "
+            "from.",
             namespace=namespace,
             checkpoint_id=ptr.current_id,
             reason="current_missing",

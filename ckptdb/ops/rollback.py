@@ -113,9 +113,15 @@ def set_current(
         before = pointers.pointer(conn, namespace)
     damage: Damage | None = None
     fallback: tuple[int, str] | bool | None = True
-    if before is not None and before.current_id != checkpoint_id:
+    if before is not None and (before.current_id != checkpoint_id or not before.current_stored):
         pointers.check_pointer(before)
-        damage = _damage_of_current(handle, store, before, verify=verify)
+        damage = (
+            _damage_of_current(handle, store, before, verify=verify)
+            if before.current_stored
+            # The pointer's seq names no stored checkpoint of the namespace: what it names
+            # cannot be the fallback, even when it is the target (the repair of the seq).
+            else Damage(before.current_id, "corrupt:pointer_dangling", "CURRENT's row is missing")
+        )
         if damage is not None:
             fallback = None
             kept = before.fallback_id

@@ -265,10 +265,10 @@ def _copy_rows(
             after()
 
 
-def _refuse_dangling(src: Connection, wanted: set[str] | None, done: str) -> None:
+def _refuse_dangling(src: Connection, wanted: set[str] | None) -> None:
     """A namespace (of ``wanted``; None: every one) whose pointer names a checkpoint that
-    is not stored cannot be copied as it is, and leaving it out would make a copy (a
-    backup) that silently lacks it. ``done``: what nothing was ("exported")."""
+    is not stored cannot be exported as it is, and leaving it out would make a backup that
+    silently lacks it."""
     for namespace_id, role, _seq in pointers.dangling(src):
         name = (
             checkpoints.namespace_name(src, namespace_id) if isinstance(namespace_id, int) else None
@@ -276,9 +276,9 @@ def _refuse_dangling(src: Connection, wanted: set[str] | None, done: str) -> Non
         if wanted is None or name is None or name in wanted:
             raise errors.CorruptionError(
                 f"namespace {name!r}: its {role} pointer names a checkpoint that is not stored "
-                f"(deleted outside ckptdb), so nothing was {done}. Repair it first: "
-                "`ckptdb set-current` to a verified checkpoint (a load with fallback finds "
-                "one), or a new commit when only the fallback is missing; or name the "
+                "(deleted outside ckptdb), so nothing was exported. Repair it first: "
+                "`ckptdb set-current` to a verified checkpoint (`ckptdb log --all` lists "
+                "them), or a new commit when only the fallback is missing; or name the "
                 "other namespaces.",
                 namespace=name,
                 reason="pointer_dangling",
@@ -305,7 +305,7 @@ def export_to(
     tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{secrets.token_hex(4)}")
     with src.read_transaction():
         heads = pointers.all_pointers(src)
-        _refuse_dangling(src, set(namespaces) if namespaces else None, "exported")
+        _refuse_dangling(src, set(namespaces) if namespaces else None)
         wanted = set(namespaces) if namespaces else {p.namespace for p in heads}
         unknown = wanted - {p.namespace for p in heads}
         if unknown:
@@ -433,8 +433,9 @@ def import_from(
         with src_handle.use() as src_store:
             src = src_store.conn
             with src.read_transaction():
-                heads = pointers.all_pointers(src)
-                _refuse_dangling(src, set(namespaces) if namespaces else None, "imported")
+                # A source's pointer naming a checkpoint it does not hold (or one of another
+                # namespace) is among what export_check.validate refuses.
+                heads = pointers.all_pointers(src, unstored=True)
                 wanted = set(namespaces) if namespaces else {p.namespace for p in heads}
                 for name in wanted:
                     validation.namespace(name)

@@ -242,7 +242,8 @@ def depths_from_current(
         marks = ",".join(f":n{i}" for i in range(len(part)))
         seed = (
             "SELECT c.seq, c.parent_id, c.generation FROM pointer p"
-            f" JOIN checkpoint c ON c.seq = p.current_seq WHERE p.namespace_id IN ({marks})"
+            " JOIN checkpoint c ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
+            f" WHERE p.namespace_id IN ({marks})"
         )
         rows = conn.execute(
             _walk(seed, limited=True) + " SELECT seq, min(depth) FROM walk GROUP BY seq", params

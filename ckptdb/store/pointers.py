@@ -26,7 +26,8 @@ from .rows import (
 # The current checkpoint's text columns are read as bytes and decoded here, so damage to
 # them spoils only the summary, not the pointer. (Namespace names come from scalar
 # subqueries, as in _CHECKPOINT_COLUMNS.) When a pointer names a checkpoint row that is
-# not stored (deleted outside ckptdb: no foreign key prevents it since schema v6), its ids
+# not stored (deleted outside ckptdb: no foreign key prevents it since schema v6; and a
+# seq freed that way can be reused, so the row must also be of the namespace), its ids
 # come from the move that set it -- the history row of the same revision, which the
 # pointer's digest must match -- so reads fail closed or fall back instead of treating the
 # namespace as empty. COALESCE and CASE evaluate those subqueries only in that case.
@@ -84,22 +85,26 @@ def pointer(conn: Connection, namespace: str) -> PointerRow | None:
     checkpoint that is not stored is returned, with ``current_stored`` False)."""
     row = conn.one(
         f"SELECT {_POINTER_COLUMNS}"
-        " FROM pointer p LEFT JOIN checkpoint c ON c.seq = p.current_seq"
-        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq"
+        " FROM pointer p LEFT JOIN checkpoint c"
+        " ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
         " WHERE p.namespace_id = (SELECT namespace_id FROM namespace WHERE name = ?)",
         (namespace,),
     )
     return None if row is None else _pointer(row)
 
 
-def all_pointers(conn: Connection) -> list[PointerRow]:
+def all_pointers(conn: Connection, *, unstored: bool = False) -> list[PointerRow]:
     """Every CURRENT pointer that names a stored checkpoint, by namespace name (verify
-    reports the others: :func:`dangling`)."""
+    reports the others: :func:`dangling`); with ``unstored``, the others too (their ids
+    from the pointer history, ``current_stored`` False: import checks a source's)."""
+    join = "LEFT JOIN" if unstored else "JOIN"
     rows = conn.execute(
         f"SELECT {_POINTER_COLUMNS}"
         " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
-        " JOIN checkpoint c ON c.seq = p.current_seq"
-        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq ORDER BY n.name"
+        f" {join} checkpoint c ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
+        " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
+        " ORDER BY n.name"
     )
     return [_pointer(r) for r in rows]
 
@@ -285,10 +290,12 @@ def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:
         (ns_id, str(role), seq)
         for ns_id, role, seq in conn.execute(
             "SELECT p.namespace_id, 'current', p.current_seq FROM pointer p"
-            " WHERE NOT EXISTS (SELECT 1 FROM checkpoint c WHERE c.seq = p.current_seq)"
+            " WHERE NOT EXISTS (SELECT 1 FROM checkpoint c"
+            " WHERE c.seq = p.current_seq AND c.namespace_id = p.namespace_id)"
             " UNION ALL SELECT p.namespace_id, 'fallback', p.fallback_seq FROM pointer p"
             " WHERE p.fallback_seq IS NOT NULL"
-            " AND NOT EXISTS (SELECT 1 FROM checkpoint c WHERE c.seq = p.fallback_seq)"
+            " AND NOT EXISTS (SELECT 1 FROM checkpoint c"
+            " WHERE c.seq = p.fallback_seq AND c.namespace_id = p.namespace_id)"
         )
     ]
 

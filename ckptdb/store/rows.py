@@ -101,10 +101,12 @@ class CurrentSummary:
 def pointer_dangling(namespace: str) -> errors.CorruptionError:
     """The error for a write on top of a CURRENT that names a checkpoint not stored."""
     return errors.CorruptionError(
-        f"namespace {namespace!r}: its CURRENT pointer names a checkpoint that is not "
-        "stored (deleted outside ckptdb), so nothing was written. Run `ckptdb verify` "
-        "(finding foreign_key); `ckptdb set-current` to a verified checkpoint repairs it "
-        "(a load with fallback finds one), or restore the file from a backup.",
+        f"namespace {namespace!r}: its CURRENT pointer names a checkpoint row that is not "
+        "stored, or not of this namespace (deleted or damaged outside ckptdb), so nothing "
+        "was written. Run `ckptdb verify` "
+        "(finding foreign_key); `ckptdb log --all` lists the namespace's checkpoints and "
+        "`ckptdb set-current` to a verified one repairs it, or restore the file from a "
+        "backup.",
         namespace=namespace,
         reason="pointer_dangling",
     )
