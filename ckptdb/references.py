@@ -35,6 +35,8 @@ _BACK = re.compile(r"~([0-9]{1,9})\Z")
 _HEX = re.compile(r"[0-9a-fA-F]{8,64}\Z")
 #: The shortest id prefix accepted (shorter ones collide too often to be safe).
 MIN_PREFIX = 8
+#: The most generations a reference walks back (``~N`` has at most 9 digits).
+MAX_BACK = 999_999_999
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,22 @@ def needs_anchor(namespace: str) -> bool:
 
 def format_reference(namespace: str, anchor: Anchor = "current", back: int = 0) -> str:
     """The shortest reference text that :func:`parse_reference` reads back as the given
-    namespace position."""
+    namespace position (so different positions never share a text);
+    InvalidReferenceError for a position no reference can name."""
+    try:
+        validation.namespace(namespace)
+    except errors.InvalidNamespaceError as exc:
+        raise errors.InvalidReferenceError(
+            f"no reference names namespace {str(namespace)[:80]!r}: {exc.message}"
+        ) from exc
+    if anchor not in ("current", "fallback"):
+        raise errors.InvalidReferenceError(
+            f"anchor must be 'current' or 'fallback', got {anchor!r:.80}"
+        )
+    if not isinstance(back, int) or isinstance(back, bool) or not 0 <= back <= MAX_BACK:
+        raise errors.InvalidReferenceError(
+            f"back must be a number of generations from 0 to {MAX_BACK}, got {back!r:.80}"
+        )
     text = namespace
     if anchor == "fallback" or needs_anchor(namespace):
         text += "@" + anchor

@@ -254,9 +254,10 @@ def test_state_dir_is_one_all_or_nothing_checkpoint(db: ckptdb.Database, tmp_pat
     make_state(state, 12)
     (state / ".session_state.json.77.tmp").write_text("{")
     report = run_import(db, "state-dir", str(state))
-    assert report.namespaces == ["state/engine_state"] and report.imported[0].created
+    ns = "state:" + str(state.resolve())  # the resolved path: no two directories share it
+    assert report.namespaces == [ns] and report.imported[0].created
     assert [s.code for s in report.skipped] == ["temporary"]
-    cp = db.current("state/engine_state")
+    cp = db.current(ns)
     assert cp is not None and set(cp.entries) == {
         "recognizers.jsonl",
         "discovery_candidates.jsonl",
@@ -267,7 +268,7 @@ def test_state_dir_is_one_all_or_nothing_checkpoint(db: ckptdb.Database, tmp_pat
     assert not run_import(db, "state-dir", str(state)).imported[0].created
     make_state(state, 13)
     assert run_import(db, "state-dir", str(state)).imported[0].created
-    assert [c.metadata["turn_count"] for c in db.lineage("state/engine_state")] == [13, 12]
+    assert [c.metadata["turn_count"] for c in db.lineage(ns)] == [13, 12]
 
 
 @pytest.mark.parametrize("hostile", ["too_new", "unfinished", "symlink", "truncated"])

@@ -24,12 +24,24 @@ KEY_FIELD = "host_store_key"
 #: The longest namespace prefix accepted (a namespace holds at most 256 characters, and the
 #: part a key adds is at most 128).
 MAX_PREFIX_CHARS = 128
-#: A key shaped like this (and at most this long) names its namespace as it is, so an
-#: operator listing namespaces reads the host's own labels; any other key is hashed.
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,:/-]{0,127}")
-#: The namespace suffix of a hashed key. "~" is not in the plain alphabet, so the two forms
+#: The longest readable suffix a key names (less after a 128-character prefix given
+#: without its "/": a namespace holds at most 256 characters).
+MAX_SUFFIX_CHARS = 128
+_MAX_NAMESPACE_CHARS = 256
+#: A key shaped like this -- a label of letters, digits and ``._+=,:/-`` not starting with
+#: punctuation -- names its namespace readably, so an operator listing namespaces reads the
+#: host's own labels; any other key is hashed.
+_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,:/-]*")
+#: The readable suffix: the label with each "/" written "%2F". "%" is not in the label
+#: alphabet, so the suffix decodes back to exactly one key, and it never holds "/".
+_READABLE_SUFFIX = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._+=,:-]|%2F)*")
+#: The namespace suffix of a hashed key. "~" is not in the label alphabet, so the two forms
 #: never look alike.
 _HASHED_KEY = re.compile(r"~[0-9a-f]{40}")
+#: The suffix the mapping of ckptdb before issue 23 gave a label: the label itself, "/"
+#: included (it let the store with prefix "t/" and key "e/k" write into the namespace of the
+#: store with prefix "t/e/" and key "k"). Locations of that time stay readable.
+_LEGACY_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,:/-]{0,127}")
 _CHECKPOINT_ID = re.compile(r"[0-9a-f]{64}")
 
 
@@ -38,14 +50,24 @@ class DatabaseHostStore:
     :class:`~ckptdb.Database`, each in a namespace under ``namespace_prefix``.
 
     ``put(data, key=k)`` commits ``{"data": data}`` with metadata ``{"host_store_key": k}``
-    to the namespace ``namespace_prefix + k`` when ``k`` is a short plain label (letters,
-    digits and ``._+=,:/-``, at most 128 characters, not starting with a punctuation mark),
-    or ``namespace_prefix + "~" + sha256(k)[:40]`` otherwise. Puts under one key therefore
-    form one lineage, whose CURRENT is the latest put. The location names the checkpoint:
-    ``ckptdb:<namespace>@<checkpoint id>``. Callers treat it as opaque; this store parses it
-    strictly and refuses any other string with InvalidLocationError -- including a location
-    naming a namespace outside its prefix, so a store scoped to one tenant never reads
-    another tenant's checkpoints.
+    to the namespace ``namespace_prefix + suffix(k)``. The prefix is a folder: it always
+    ends with ``/`` (``"tenant-7"`` is taken as ``"tenant-7/"``), and no suffix holds a
+    ``/``: ``suffix(k)`` is ``k`` with each ``/`` written ``%2F`` when ``k`` is a plain
+    label (letters, digits and ``._+=,:/-``, not starting with a punctuation mark) that
+    stays within 128 characters, else ``"~" + sha256(k)[:40]``. So a namespace splits at
+    its last ``/`` into exactly one (prefix, key): two stores, even with nested prefixes
+    (``tenant-7/`` and ``tenant-7/engine/``), never write into one namespace. Puts under
+    one key form one lineage, whose CURRENT is the latest put. The location names the
+    checkpoint: ``ckptdb:<namespace>@<checkpoint id>``. Callers treat it as opaque; this
+    store parses it strictly and refuses any other string with InvalidLocationError --
+    including a location naming a namespace outside its prefix, so a store scoped to one
+    tenant never reads another tenant's checkpoints.
+
+    Files written before this mapping: puts went to ``given prefix + k`` for a plain label
+    (``/`` included) and to the same hashed name otherwise. Their locations stay valid
+    (``get`` accepts a checkpoint of either mapping whose recorded key maps to its
+    namespace); new puts under a key holding ``/`` (or with a prefix given without its
+    trailing ``/``) start the key's lineage in the new namespace.
 
     Same bytes twice: with the same key and nothing put under that key in between, the
     commit is idempotent and the same location comes back; otherwise (another key, or an
@@ -71,20 +93,27 @@ class DatabaseHostStore:
                 f"DatabaseHostStore needs an open ckptdb.Database, got {type(db).__name__}"
             )
         self._db = db
-        self._prefix = _validate_prefix(namespace_prefix)
+        # As given: the prefix of the namespaces the mapping before issue 23 wrote.
+        self._given = _validate_prefix(namespace_prefix)
+        self._prefix = folder_prefix(self._given)
+        self._room = min(MAX_SUFFIX_CHARS, _MAX_NAMESPACE_CHARS - len(self._prefix))
 
     @property
     def namespace_prefix(self) -> str:
-        """The prefix of every namespace this store writes and reads."""
+        """The prefix of every namespace this store writes (the given one, ending with
+        ``/``)."""
         return self._prefix
 
     def namespace_for(self, key: str) -> str:
         """The namespace that puts under ``key`` commit to (for operators and retention
         policies; callers never need it to read their bytes back)."""
-        key = validate_key(key)
-        if _PLAIN_KEY.fullmatch(key):
-            return self._prefix + key
-        return self._prefix + "~" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
+        return self._prefix + key_suffix(validate_key(key), self._room)
+
+    def _legacy_namespace_for(self, key: str) -> str:
+        """The namespace the mapping before issue 23 gave ``key`` (reads only)."""
+        if _LEGACY_LABEL.fullmatch(key):
+            return self._given + key
+        return self._given + _hashed(key)
 
     def put(self, data: bytes, *, key: str) -> str:
         """Commit ``data`` as a checkpoint of :meth:`namespace_for` ``(key)`` and return its
@@ -116,7 +145,7 @@ class DatabaseHostStore:
                 checkpoint.namespace != namespace
                 or list(checkpoint.entries) != [ENTRY]
                 or not isinstance(key, str)
-                or self.namespace_for(key) != namespace
+                or namespace not in (self.namespace_for(key), self._legacy_namespace_for(key))
             ):
                 raise errors.LocationNotFoundError(
                     f"no host store object at {location[:200]!r}: checkpoint "
@@ -147,7 +176,7 @@ class DatabaseHostStore:
                 "checkpoint); pass only the strings its put() returned",
                 location=shown,
             )
-        if not namespace.startswith(self._prefix):
+        if not (namespace.startswith(self._prefix) or namespace.startswith(self._given)):
             raise errors.InvalidLocationError(
                 f"{shown!r} names a namespace outside this store's prefix "
                 f"{self._prefix!r}; it belongs to another store",
@@ -155,13 +184,47 @@ class DatabaseHostStore:
                 namespace_prefix=self._prefix,
             )
         suffix = namespace[len(self._prefix) :]
-        if not (_PLAIN_KEY.fullmatch(suffix) or _HASHED_KEY.fullmatch(suffix)):
+        legacy = namespace[len(self._given) :]
+        if not (
+            (namespace.startswith(self._prefix) and is_suffix(suffix, self._room))
+            or (
+                namespace.startswith(self._given)
+                and (_LEGACY_LABEL.fullmatch(legacy) or _HASHED_KEY.fullmatch(legacy))
+            )
+        ):
             raise errors.InvalidLocationError(
                 f"{shown!r} names a namespace this store never writes; pass only the "
                 "strings its put() returned",
                 location=shown,
             )
         return namespace, checkpoint_id
+
+
+def folder_prefix(prefix: str) -> str:
+    """``prefix`` as a folder: with a trailing ``/`` (added when missing)."""
+    return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def key_suffix(key: str, room: int = MAX_SUFFIX_CHARS) -> str:
+    """The namespace suffix of a (valid) key: never empty, never holding ``/``, and
+    different for every key (see :class:`DatabaseHostStore`); readable when that fits in
+    ``room`` characters."""
+    if _LABEL.fullmatch(key):
+        readable = key.replace("/", "%2F")
+        if len(readable) <= room:
+            return readable
+    return _hashed(key)
+
+
+def is_suffix(text: str, room: int = MAX_SUFFIX_CHARS) -> bool:
+    """Whether ``text`` is a suffix :func:`key_suffix` can return."""
+    return bool(
+        (len(text) <= room and _READABLE_SUFFIX.fullmatch(text)) or _HASHED_KEY.fullmatch(text)
+    )
+
+
+def _hashed(key: str) -> str:
+    return "~" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
 
 
 def _validate_prefix(prefix: object) -> str:

@@ -132,34 +132,74 @@ class Collector:
     imported: list[models.ImportedItem] = field(default_factory=list)
     skipped: list[models.SkippedItem] = field(default_factory=list)
     namespaces: set[str] = field(default_factory=set)
-    _known: dict[str, dict[str, str]] = field(default_factory=dict)
+    # namespace -> (source_id, checkpoint id, metadata) of what earlier runs of this kind
+    # imported there, newest first
+    _imports: dict[str, list[tuple[str, str, dict[str, Any]]]] = field(default_factory=dict)
 
     def skip(self, source_id: str, code: str, detail: str) -> None:
         """Record something not imported and why."""
         self.skipped.append(models.SkippedItem(source_id=source_id, code=code, detail=detail))
 
-    def known(self, namespace: str) -> dict[str, str]:
-        """source_id -> checkpoint id of what an earlier run imported into ``namespace``."""
-        if namespace not in self._known:
-            found: dict[str, str] = {}
-            for info in self.db.lineage(namespace):
-                sid = info.metadata.get("source_id")
-                if isinstance(sid, str) and info.metadata.get("source") == self.kind:
-                    found.setdefault(sid, info.id)
-            self._known[namespace] = found
-        return self._known[namespace]
+    def _imported_into(self, namespace: str) -> list[tuple[str, str, dict[str, Any]]]:
+        if namespace not in self._imports:
+            self._imports[namespace] = [
+                (sid, info.id, info.metadata)
+                for info in self.db.lineage(namespace)
+                if isinstance(sid := info.metadata.get("source_id"), str)
+                and info.metadata.get("source") == self.kind
+            ]
+        return self._imports[namespace]
+
+    def known(self, namespace: str, match: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """source_id -> checkpoint id of what an earlier run imported into ``namespace``
+        (only checkpoints whose metadata holds every pair of ``match``, when given)."""
+        found: dict[str, str] = {}
+        for sid, cid, meta in self._imported_into(namespace):
+            if match is None or all(meta.get(k) == v for k, v in match.items()):
+                found.setdefault(sid, cid)
+        return found
 
     def commit(
-        self, namespace: str, source_id: str, entries: dict[str, Any], metadata: dict[str, Any]
+        self,
+        namespace: str,
+        source_id: str,
+        entries: dict[str, Any],
+        metadata: dict[str, Any],
+        *,
+        owner: tuple[str, Any] | None = None,
+        legacy: str | None = None,
     ) -> str | None:
-        """Commit one source checkpoint (unless already imported, or in a dry run)."""
+        """Commit one source checkpoint (unless already imported, or in a dry run).
+
+        ``owner`` = (metadata key, value): what the namespace belongs to (a run); the
+        checkpoint is refused (SourceError, nothing written) when ``namespace`` holds an
+        earlier import of this kind with another value -- a name an older mapping gave
+        another source. ``legacy``: the namespace an older mapping gave this checkpoint's
+        owner; an import already there (of the same owner) counts as already imported."""
+        if owner is not None:
+            others = {
+                repr(meta.get(owner[0]))
+                for _, _, meta in self._imported_into(namespace)
+                if meta.get(owner[0]) != owner[1]
+            }
+            if others:
+                raise errors.SourceError(
+                    f"namespace {namespace!r} already holds an import of another "
+                    f"{owner[0]} ({', '.join(sorted(others)[:3])}), written by an older ckptdb "
+                    "whose names let one source reach another's namespace; nothing of this "
+                    "one was imported. Import it with --namespace."
+                )
         self.namespaces.add(namespace)
         known = self.known(namespace)
+        where = namespace
+        if source_id not in known and legacy is not None and legacy != namespace:
+            known = self.known(legacy, None if owner is None else {owner[0]: owner[1]})
+            where = legacy
         if source_id in known:
             self.imported.append(
                 models.ImportedItem(
                     source_id=source_id,
-                    namespace=namespace,
+                    namespace=where,
                     checkpoint_id=known[source_id],
                     created=False,
                 )
@@ -174,7 +214,9 @@ class Collector:
                 reason=f"import-from {self.kind}",
             )
             checkpoint_id = ack.checkpoint_id
-            known[source_id] = checkpoint_id
+            self._imported_into(namespace).insert(
+                0, (source_id, checkpoint_id, {"source": self.kind, **metadata})
+            )
         self.imported.append(
             models.ImportedItem(
                 source_id=source_id, namespace=namespace, checkpoint_id=checkpoint_id, created=True
@@ -210,9 +252,18 @@ class Collector:
         )
 
 
+def escape_component(text: str) -> str:
+    """``text`` with ``%`` and ``/`` percent-encoded (``%25``, ``%2F``): it never holds
+    ``/``, so a name joined from such parts with ``/`` splits back in exactly one way, and
+    ``urllib.parse.unquote`` returns ``text``."""
+    return text.replace("%", "%25").replace("/", "%2F")
+
+
 def namespace_for(default: str, given: str | None, sub: str | None = None) -> str:
     """The target namespace: ``given`` (with ``/sub`` when the source has several) or the
-    name derived from the source, validated."""
+    name derived from the source, validated. ``given`` is the caller's own name, used as
+    it is; ``sub`` and ``default`` come from the source and must already be escaped so
+    that no two sources share a name (:func:`escape_component`)."""
     name = default if given is None else (given if sub is None else f"{given}/{sub}")
     try:
         return validation.namespace(name)

@@ -4,15 +4,21 @@ layout): ``<checkpointId>.json`` documents with at least
     {"checkpointId": "...", "runId": "...", "createdAt": "<ISO 8601>",
      "checkpointDigest": "<sha256 hex of the canonical JSON of the document without this key>"}
 
-One namespace per run (``runId``, or ``NS/runId`` with ``--namespace NS``), lineage by
-``createdAt`` (then id). Each document becomes a checkpoint holding its exact bytes as
-``checkpoint.json``, with id, run, time and digest as metadata. A document whose digest
-does not verify, whose name does not match its id, that is a symlink, too large or not
-valid JSON, whose ids are not single short lines, or that ckptdb's own validation refuses
-(metadata too deep or too large, ...) is skipped and reported -- with its reason, in the
-report, its ``--json`` and the receipt -- and the run goes on with the other documents
-(``ckptdb import-from`` then exits with status 11). Every file is read through the held
-directory descriptor, never through a symlink.
+One namespace per run (``runId``, or ``NS/runId`` with ``--namespace NS``; in ``runId``,
+``%`` and ``/`` are written ``%25`` and ``%2F``, so no two runs -- nor a run and a
+prefixed run -- share a namespace), lineage by ``createdAt`` (then id). Each document
+becomes a checkpoint holding its exact bytes as ``checkpoint.json``, with id, run, time and
+digest as metadata. A document whose digest does not verify, whose name does not match
+its id, that is a symlink, too large or not valid JSON, whose ids are not single short
+lines, or that ckptdb's own validation refuses (metadata too deep or too large, ...) is
+skipped and reported -- with its reason, in the report, its ``--json`` and the receipt --
+and the run goes on with the other documents (``ckptdb import-from`` then exits with
+status 11). Every file is read through the held directory descriptor, never through a
+symlink.
+
+Files imported by ckptdb before issue 23 named a run by its id verbatim: a document
+already imported there (same run) is reported as present, not imported again, and a run
+never joins a namespace that holds another run's imports (the document is skipped).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from .common import (
     Collector,
     Progress,
     canonical_digest,
+    escape_component,
     namespace_for,
     parse_json,
 )
@@ -98,6 +105,23 @@ def _metadata(doc: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
+def run_namespace(run_id: str, given: str | None) -> str:
+    """The namespace of run ``run_id``: the escaped id, under ``given`` when one is given.
+    An escaped id never holds ``/``: the name splits back into (``given``, ``run_id``) in
+    one way, and without ``given`` it holds no ``/`` at all."""
+    part = escape_component(run_id)
+    return namespace_for(part, given, part if given else None)
+
+
+def _legacy_run_namespace(run_id: str, given: str | None) -> str | None:
+    """The namespace ckptdb before issue 23 gave the run (the id verbatim), if valid."""
+    name = run_id if not given else f"{given}/{run_id}"
+    try:
+        return validation.namespace(name)
+    except errors.InvalidNamespaceError:
+        return None
+
+
 def import_json_dir(
     db: Any,
     source: str,
@@ -122,7 +146,7 @@ def import_json_dir(
                 continue
             try:
                 doc, raw = _document(tree, name)
-                ns = namespace_for(doc["runId"], namespace, doc["runId"] if namespace else None)
+                ns = run_namespace(doc["runId"], namespace)
                 documents.append((name, doc, raw, ns, _metadata(doc)))
             except (errors.SourceError, errors.CorruptionError, errors.InvalidInputError) as exc:
                 collector.skip(name, exc.code, exc.message)
@@ -131,7 +155,14 @@ def import_json_dir(
     documents.sort(key=lambda d: (d[1]["createdAt"], d[1]["checkpointId"]))
     for index, (name, doc, raw, ns, metadata) in enumerate(documents, start=1):
         try:
-            collector.commit(ns, doc["checkpointId"], {"checkpoint.json": raw}, metadata)
+            collector.commit(
+                ns,
+                doc["checkpointId"],
+                {"checkpoint.json": raw},
+                metadata,
+                owner=("run_id", doc["runId"]),
+                legacy=_legacy_run_namespace(doc["runId"], namespace),
+            )
         except (errors.InvalidInputError, errors.ConflictError) as exc:
             # Refused by ckptdb's own validation: nothing of this document was written.
             collector.skip(name, exc.code, exc.message)

@@ -10,6 +10,13 @@ version, turn count, code revision and identities kept as metadata. A manifest n
 this importer understands is refused, as is a directory whose files were written after
 its manifest (an unfinished checkpoint) or that holds symlinks. Importing an unchanged
 directory again changes nothing.
+
+The namespace (unless ``--namespace`` names one) is ``state:`` and the directory's resolved
+absolute path, each component percent-encoded outside printable ASCII and for ``%``: two
+directories never share a namespace, whatever their names (a path longer than a namespace
+holds becomes ``state#<sha256 of the path>``). Files imported by ckptdb before issue 23
+named it ``state/<last component>``, which every directory of that name shared: a directory
+whose own import is CURRENT there continues in it.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import string
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,49 @@ from .source_tree import SourceTree
 KIND = "state-dir"
 SUPPORTED_SCHEMA_VERSION = 2
 _MANIFEST = "manifest.json"
+#: Path characters kept as they are in a namespace: printable ASCII but "%" (the escape),
+#: space and "/" (the separator). Anything else is percent-encoded, byte by byte, so the
+#: name is valid (NFC, no control characters, no surrounding whitespace) for every path.
+_PATH_SAFE = frozenset(string.ascii_letters + string.digits + string.punctuation) - {"%", "/"}
+NAMESPACE_PREFIX = "state:"
+HASHED_PREFIX = "state#"
+_MAX_NAMESPACE_CHARS = 256
+
+
+def default_namespace(resolved: str) -> str:
+    """The namespace of the state directory at the absolute path ``resolved``."""
+    parts = [
+        "".join(
+            ch if ch in _PATH_SAFE else "".join(f"%{b:02X}" for b in os.fsencode(ch))
+            for ch in component
+        )
+        for component in resolved.split("/")
+    ]
+    name = NAMESPACE_PREFIX + "/".join(parts)
+    if len(name) <= _MAX_NAMESPACE_CHARS:
+        return name
+    return HASHED_PREFIX + hashlib.sha256(os.fsencode(resolved)).hexdigest()
+
+
+def _namespace(db: Any, root: Path, source_dir: str) -> str:
+    """:func:`default_namespace`, or the name ckptdb before issue 23 gave this directory
+    when its own import is CURRENT there (so its lineage continues)."""
+    resolved = root.resolve()
+    ns = default_namespace(str(resolved))
+    if db.pointer(ns) is not None:
+        return ns
+    legacy = f"state/{resolved.name}"
+    try:
+        current = db.current(legacy)
+    except errors.InvalidNamespaceError:
+        return ns
+    if (
+        current is not None
+        and current.metadata.get("source") == KIND
+        and current.metadata.get("source_dir") == source_dir
+    ):
+        return legacy
+    return ns
 
 
 def import_state_dir(
@@ -90,7 +141,9 @@ def import_state_dir(
         "parent_engine_identity": manifest.get("parent_engine_identity"),
         "source_dir": os.path.abspath(source),
     }
-    ns = namespace_for(f"state/{root.resolve().name}", namespace)
+    # The derived name is looked up (an older import may continue) only when it is used.
+    derived = _namespace(db, root, os.path.abspath(source)) if namespace is None else ""
+    ns = namespace_for(derived, namespace)
     source_id = f"turn {manifest.get('turn_count')} at {manifest.get('written_at_revision')}"
     full_metadata = {"source": KIND, "source_id": source_id, **metadata}
     collector.namespaces.add(ns)

@@ -181,6 +181,26 @@ def _spliced(
     return _layout.splice(checkpoint, parts)
 
 
+def check_owner(session: Session, namespace: str, thread_id: str, ns: str) -> None:
+    """CorruptionError unless ``lg_namespace`` registers ``namespace`` to exactly the pair
+    ``(thread_id, ns)``: a commit never lands in a namespace that holds (or is registered
+    to) another pair, nor outside the one its own pair registered -- so deleting one thread
+    can never drop another's checkpoints. Raised inside the commit transaction, it rolls the
+    commit back."""
+    owners = session.execute(
+        "SELECT thread_id, checkpoint_ns FROM lg_namespace WHERE namespace = ?", (namespace,)
+    )
+    if [tuple(o) for o in owners] != [(thread_id, ns)]:
+        raise errors.CorruptionError(
+            f"ckptdb namespace {namespace[:80]!r} is registered to another LangGraph thread "
+            f"than {thread_id[:80]!r}/{ns[:80]!r} (or that thread to another namespace); "
+            "nothing was committed. The saver's lg_namespace table was altered: run "
+            "`ckptdb verify`.",
+            reason="lg_namespace_conflict",
+            namespace=namespace[:200],
+        )
+
+
 class SaverCore(BaseCheckpointSaver[str]):
     """What every part of the saver shares: the database, the serializer, the per-process
     hints, and the commit of one LangGraph checkpoint."""
@@ -223,6 +243,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         # read-only before a read-write open sealed them.
         self._unsealed_ok = False
         self._digest_sql = "digest"
+        # Whether pairs of a file written before langgraph schema version 3 still share a
+        # namespace with another pair (see Maintenance.separate_shared_namespaces).
+        self._shared_pending = False
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -756,6 +779,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                     " VALUES (?, ?, ?)",
                     (namespace, thread_id, ns),
                 )
+                check_owner(session, namespace, thread_id, ns)
             if visible:
                 session.execute(
                     "INSERT OR REPLACE INTO lg_checkpoint (thread_id, checkpoint_ns,"
@@ -812,6 +836,17 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # -- deleting and pruning ---------------------------------------------------------------
 
+    def _holds_others(self, namespace: str, thread_id: str, ns: str) -> bool:
+        """Whether ``namespace`` holds a checkpoint that another pair's rows still use."""
+        with self.db.read_session() as s:
+            found = s.scalar(
+                "SELECT 1 FROM lg_checkpoint l JOIN checkpoints k ON k.checkpoint_id = l.ckpt_id"
+                " WHERE k.namespace = ? AND NOT (l.thread_id = ? AND l.checkpoint_ns = ?)"
+                " LIMIT 1",
+                (namespace, thread_id, ns),
+            )
+        return found is not None
+
     def _namespaces(self, thread_id: str) -> builtins.list[tuple[str, str]]:
         """(ckptdb namespace, checkpoint_ns) of every namespace the thread has used."""
         with self.db.read_session() as s:
@@ -831,6 +866,14 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
         """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
+        if self._shared_pending and self._holds_others(namespace, thread_id, ns):
+            log.warning(
+                "kept ckptdb namespace %s: it still holds checkpoints of another LangGraph "
+                "thread (a file written before langgraph schema version 3 whose threads are "
+                "not separated yet; reopen the saver read-write with the keys it needs)",
+                namespace,
+            )
+            return
         self._registered.discard(namespace)
         self._thread_namespaces.pop((thread_id, ns), None)
         self._last_put.pop((thread_id, ns), None)

@@ -3,12 +3,20 @@
 * One ckptdb **namespace** per ``(thread_id, checkpoint_ns)`` pair:
   ``langgraph/<thread>`` for the root graph, ``langgraph/<thread>/<checkpoint_ns>`` for a
   subgraph, each part percent-encoded so the mapping is injective and the result is plain
-  printable ASCII (hence NFC, no control characters, no surrounding whitespace). A name that
-  would exceed ckptdb's 256 characters becomes ``langgraph#<sha256>`` instead; ``#`` never
-  appears in the readable form, so the two forms cannot collide.
+  printable ASCII (hence NFC, no control characters, no surrounding whitespace): an encoded
+  part never holds ``/``, so the name splits back into its parts in exactly one way. A name
+  that would exceed ckptdb's 256 characters becomes ``langgraph#<sha256 of that readable
+  name>`` instead: the readable name is already injective, so its hash is too (as far as
+  sha256 resists collisions), and ``#`` never appears in the readable form, so the two forms
+  cannot collide. (Up to langgraph schema version 2 the hash was taken over ``thread NUL
+  checkpoint_ns``, which ids containing NUL share; files of that time keep the names they
+  registered in ``lg_namespace``; migration ``0003`` separates the threads that shared
+  one, see :meth:`.maintenance.Maintenance.separate_shared_namespaces`.)
 * An encrypted thread (the saver's ``encryption=``) lives under its key's scope prefix,
   ``langgraph@<key id>/``, then the same name (``langgraph@<key id>/#<sha256>`` when long);
   the key id is percent-encoded too, so no scope prefix is a prefix of another.
+* A thread keeps the namespace its first put registered in ``lg_namespace``; the mapping
+  names only new threads.
 * One ckptdb **checkpoint** per LangGraph checkpoint, with entries:
 
   - ``checkpoint`` -- the *envelope* (below): the LangGraph checkpoint without its channel
@@ -98,9 +106,9 @@ def namespace_for(thread_id: str, checkpoint_ns: str, scope: str = "") -> str:
         readable += "/" + escape(checkpoint_ns, "checkpoint_ns")
     if len(readable) <= MAX_NAMESPACE_CHARS:
         return readable
-    digest = hashlib.sha256(
-        _utf8(thread_id, "thread_id") + b"\x00" + _utf8(checkpoint_ns, "checkpoint_ns")
-    ).hexdigest()
+    # The hash of the (injective, ASCII) readable name: never of the raw parts joined by a
+    # separator, which parts holding that separator would share.
+    digest = hashlib.sha256(readable.encode("ascii")).hexdigest()
     return (scope + "#" if scope else HASHED_NAMESPACE_PREFIX) + digest
 
 
@@ -110,7 +118,8 @@ def channel_entry(channel: str) -> str:
     readable = escape(channel, "channel name")
     if readable.startswith("."):
         readable = "%2E" + readable[1:]  # never a '.' or '..' path segment
-    if len(readable) <= MAX_READABLE_CHANNEL:
+    # The empty channel has no readable name ("channels/" is no entry name): hashed.
+    if 0 < len(readable) <= MAX_READABLE_CHANNEL:
         return CHANNEL_PREFIX + readable
     return CHANNEL_PREFIX + "~" + hashlib.sha256(_utf8(channel, "channel name")).hexdigest()
 

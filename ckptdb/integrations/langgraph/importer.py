@@ -441,7 +441,10 @@ def _import_one(
 ) -> ImportedItem | SkippedItem:
     source_id = _source_id(tid, ns, cid)
     try:
-        namespace = _layout.namespace_for(tid, ns)
+        # A thread the target already has continues in the namespace it registered (an
+        # encrypted scope, or a name of an older layout); a new one gets the mapping's.
+        registered = None if saver is None else saver._registered_namespace(tid, ns)
+        namespace = registered or _layout.namespace_for(tid, ns)
     except errors.InvalidInputError as exc:
         return SkippedItem(source_id=source_id, code="invalid_name", detail=exc.message)
     found = _existing(saver, tid, ns, cid)

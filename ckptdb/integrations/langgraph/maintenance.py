@@ -21,12 +21,162 @@ from ._core import (
     _chunks,
     _Row,
     _row,
+    check_owner,
     log,
+)
+
+#: ``lg_meta`` key present while pairs of a file written before langgraph schema version 3
+#: share a namespace with another pair (set by migration 0003).
+SHARED_MARKER = "shared_namespaces"
+#: What may stop one pair's separation now but not at a later open (the pair keeps working
+#: where it is until then; the marker stays).
+_DEFERRED = (
+    errors.KeyUnavailableError,
+    errors.KeyShreddedError,
+    errors.QuotaExceededError,
+    errors.CorruptionError,
 )
 
 
 class Maintenance(SaverCore):
     """Maintenance: deleting threads and runs, pruning, and copying threads."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        if self.db.readonly:
+            return
+        with self.db.read_session() as s:
+            pending = s.scalar("SELECT 1 FROM lg_meta WHERE key = ?", (SHARED_MARKER,))
+        if pending is not None:
+            self.separate_shared_namespaces()
+
+    def separate_shared_namespaces(self) -> int:
+        """Give every ``(thread_id, checkpoint_ns)`` pair that shares a ckptdb namespace with
+        another one (written before langgraph schema version 3, whose hashed names collided
+        for ids holding NUL) a namespace of its own; returns how many pairs were moved.
+
+        Such a pair has checkpoints but no ``lg_namespace`` row (the other pair registered
+        the name first). Its checkpoints are copied by reference (one core
+        ``copy_checkpoints``: no byte is read or stored again) into the namespace the
+        injective mapping names, in the same key scope; its rows are re-pointed at the
+        copies and the namespace registered, in one transaction; then the shared namespace's
+        CURRENT is moved back onto its owner's newest checkpoint and the old copies are
+        pruned. Idempotent: interrupted anywhere, the next read-write open finishes it. Runs
+        by itself on open while migration 0003's marker is present; a pair that cannot be
+        moved now (a key not supplied, a quota, damage) stays readable where it is, is
+        logged, and keeps the marker -- and meanwhile no delete drops a namespace that still
+        holds another pair's checkpoints."""
+        with self.db.read_session() as s:
+            pairs = sorted(
+                (t, n)
+                for t, n in s.execute(
+                    "SELECT DISTINCT c.thread_id, c.checkpoint_ns FROM lg_checkpoint c"
+                    " WHERE NOT EXISTS (SELECT 1 FROM lg_namespace n WHERE n.thread_id ="
+                    " c.thread_id AND n.checkpoint_ns = c.checkpoint_ns)"
+                )
+                if isinstance(t, str) and isinstance(n, str)  # damaged rows: verify reports
+            )
+        moved = 0
+        deferred = False
+        # While pairs still share, no drop may take a namespace another pair's rows use
+        # (a third pair in the same namespace, or an owner left without rows).
+        self._shared_pending = True
+        for thread_id, ns in pairs:
+            try:
+                moved += self._separate(thread_id, ns)
+            except _DEFERRED as exc:
+                deferred = True
+                log.warning(
+                    "LangGraph thread %r / %r still shares a ckptdb namespace with another "
+                    "thread: %s (retried at the next read-write open)",
+                    thread_id[:80],
+                    ns[:80],
+                    exc,
+                )
+        self._shared_pending = deferred
+        if not deferred:
+            with self.db.write_session() as s:
+                s.execute("DELETE FROM lg_meta WHERE key = ?", (SHARED_MARKER,))
+        return moved
+
+    def _separate(self, thread_id: str, ns: str) -> int:
+        """Move one unregistered pair into a namespace of its own (see
+        :meth:`separate_shared_namespaces`); 1 when it was moved, 0 when nothing of it is
+        left to move."""
+        rows = self._remaining(thread_id, ns)
+        live_ids = self.db.existing({r.ckpt_id for r in rows})
+        live = sorted((r for r in rows if r.ckpt_id in live_ids), key=lambda r: r.checkpoint_id)
+        if not live:
+            return 0  # every checkpoint of it was collected: LangGraph reads it as gone
+        with self.db.read_session() as s:
+            shared = s.scalar(
+                "SELECT namespace FROM checkpoints WHERE checkpoint_id = ?", (live[-1].ckpt_id,)
+            )
+            owner = s.execute(
+                "SELECT thread_id, checkpoint_ns FROM lg_namespace WHERE namespace = ?",
+                (shared,),
+            )
+        if not isinstance(shared, str):
+            return 0  # collected since: gone
+        # The same key scope as where it lies: the scope prefix of an encrypted name.
+        scope = ""
+        if shared.startswith(_layout.ENCRYPTED_PREFIX):
+            scope = shared[: shared.index("/") + 1]
+        target = _layout.namespace_for(thread_id, ns, scope)
+        by_lg = {r.checkpoint_id: r for r in live}
+        parents = {
+            r.ckpt_id: by_lg[r.parent_id].ckpt_id if r.parent_id in by_lg else None for r in live
+        }
+        report = self.db.copy_checkpoints(
+            list(dict.fromkeys(r.ckpt_id for r in live)),
+            target,
+            parents=parents,
+            reason="lg.separate",
+        )
+        with self.db.write_session() as s:
+            s.execute(
+                "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
+                " VALUES (?, ?, ?)",
+                (target, thread_id, ns),
+            )
+            check_owner(s, target, thread_id, ns)
+            s.executemany(
+                "UPDATE lg_checkpoint SET ckpt_id = ? WHERE thread_id = ? AND checkpoint_ns = ?"
+                " AND checkpoint_id = ? AND ckpt_id = ?",
+                [
+                    (report.copies[r.ckpt_id], thread_id, ns, r.checkpoint_id, r.ckpt_id)
+                    for r in live
+                ],
+            )
+        self._thread_namespaces.pop((thread_id, ns), None)
+        self._last_put.pop((thread_id, ns), None)
+        self._channels.pop((thread_id, ns), None)
+        if shared != target and len(owner) == 1:
+            self._tidy_shared(shared, str(owner[0][0]), str(owner[0][1]), thread_id, ns)
+        return 1
+
+    def _tidy_shared(
+        self, shared: str, owner_thread: str, owner_ns: str, thread_id: str, ns: str
+    ) -> None:
+        """Give a namespace back to its owner once ``(thread_id, ns)`` moved out: CURRENT
+        and fallback onto the owner's checkpoints (the namespace dropped if it has none
+        left), then the moved pair's old copies pruned. Nothing of any pair depends on it
+        (the moved pair reads its copies), so what stops it now is only logged: the old
+        copies are collected with the owner's next prune or delete."""
+        try:
+            if self._settle(shared, owner_thread, owner_ns) is not None:
+                self.db.prune(
+                    {"lg_thread_id": thread_id, "lg_checkpoint_ns": ns}, namespaces=[shared]
+                )
+        except _DEFERRED as exc:
+            log.warning(
+                "the old copies of LangGraph thread %r / %r stay in ckptdb namespace %s "
+                "until its owner is pruned: %s",
+                thread_id[:80],
+                ns[:80],
+                shared,
+                exc,
+            )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread (all checkpoint namespaces) and
@@ -258,6 +408,8 @@ class Maintenance(SaverCore):
                 " VALUES (?, ?, ?)",
                 [(target[ns], dst, ns) for ns in namespaces],
             )
+            for ns in namespaces:
+                check_owner(s, target[ns], dst, ns)
         copied: builtins.list[tuple[str, str, str, str | None, str, str | None]] = []
         for ns in namespaces:
             todo = [
