@@ -33,14 +33,14 @@ import json
 from collections.abc import Iterable
 from dataclasses import astuple
 
-from .. import canonical, errors, validation
+from .. import canonical, errors, limits, validation
 from ..connection import Connection
 from ..store import checkpoints, pointers
 from ..store.rows import CHECKPOINT_TYPES, CheckpointRow, EntryRow, PointerRow, check_types
 
-#: Largest stored metadata text considered at all (the per-file limit of the source is not
-#: known here; this only bounds memory and parse time).
-MAX_METADATA_TEXT = 64 * 1024 * 1024
+#: Largest stored metadata text considered at all: the most any handle may be opened to
+#: accept (the source's own limit is not known here; this also bounds memory and parse time).
+MAX_METADATA_TEXT = limits.MAX_METADATA_BYTES
 #: The latest time a datetime can hold (9999-12-31T23:59:59.999Z), in milliseconds.
 MAX_TIME_MS = 253_402_300_799_999
 MAX_SIZE = 2**53  # bytes; anything larger cannot be a real entry (and overflows readers)

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import pyfastcdc
 
+from .. import limits
 from ..errors import InvalidInputError
 
 #: The name of the cutting algorithm, recorded with the parameters in every file. A
@@ -281,9 +282,27 @@ def cut_stream(stream: _Readable, params: ChunkParams = DEFAULT_PARAMS) -> Itera
 @dataclass(frozen=True, slots=True)
 class FixedChunker:
     """Fixed-size cutting (storage format 1, and files created with an explicit
-    ``chunk_size``): a blob of at most ``size`` bytes is kept whole."""
+    ``chunk_size``): a blob of at most ``size`` bytes is kept whole. ``size`` must be a
+    chunk size the format accepts (:data:`ckptdb.limits.MIN_CHUNK_BYTES` to
+    :data:`ckptdb.limits.MAX_CHUNK_BYTES`), whether a caller chose it or a file's
+    settings name it: a larger one would store records no reader decodes."""
 
     size: int
+
+    def __post_init__(self) -> None:
+        if type(self.size) is not int or not (
+            limits.MIN_CHUNK_BYTES <= self.size <= limits.MAX_CHUNK_BYTES
+        ):
+            raise InvalidChunkParamsError(
+                f"a fixed chunk size must be a whole number of bytes from "
+                f"{limits.MIN_CHUNK_BYTES} to {limits.MAX_CHUNK_BYTES}, got {self.size!r}",
+                parameter="size",
+            )
+
+    @property
+    def max_record(self) -> int:
+        """The largest raw record (a whole blob or a chunk) this chunker makes."""
+        return self.size
 
     @property
     def inline_limit(self) -> int:
@@ -350,6 +369,24 @@ class ContentChunker:
 
     params: ChunkParams
 
+    def __post_init__(self) -> None:
+        # Parameters valid for the small tier can derive an impossible large tier (e.g.
+        # max_size above 512 KiB): the file would take small blobs and refuse every large
+        # one at commit time. Refused here instead, where a file's settings are read.
+        large_tier(self.params)
+        if self.max_record > limits.MAX_RECORD_BYTES:
+            raise InvalidChunkParamsError(
+                f"chunking parameters {self.params.to_settings()} make chunks larger than "
+                f"the format's {limits.MAX_RECORD_BYTES} bytes",
+                parameter="max_size",
+            )
+
+    @property
+    def max_record(self) -> int:
+        """The largest raw record (a whole blob or a chunk) this chunker makes: a chunk
+        of the large tier (an inline blob is below the threshold, at most ``max_size``)."""
+        return max(self.params.max_size * LARGE_TIER_FACTOR, self.inline_limit)
+
     @property
     def inline_limit(self) -> int:
         """Blobs shorter than the threshold are stored whole, inline in their blob row."""
@@ -385,8 +422,7 @@ def chunker_from_settings(value: Mapping[str, Any]) -> Chunker:
     if not isinstance(value, Mapping):
         raise InvalidChunkParamsError("the chunking setting must be a JSON object")
     if value.get("algorithm") == "fixed":
-        size = value.get("size")
-        if set(value) != {"algorithm", "size"} or type(size) is not int or size <= 0:
+        if set(value) != {"algorithm", "size"}:
             raise InvalidChunkParamsError(f"invalid fixed chunking setting {dict(value)!r}")
-        return FixedChunker(size)
+        return FixedChunker(value["size"])
     return ContentChunker(ChunkParams.from_settings(value))

@@ -53,6 +53,7 @@ from typing import Protocol
 
 import zstandard
 
+from .. import limits
 from ..errors import CkptdbError, CorruptionError, InvalidInputError
 
 #: Compression codec ids (bits 0-7 of a codec id). Stable forever: they are in files.
@@ -65,10 +66,11 @@ ZSTD = 1
 #: gained ~2% ratio for 3-5x less speed; negative levels lost 30-40% of the ratio.
 DEFAULT_ZSTD_LEVEL = 1
 
-#: The largest raw chunk :func:`decode` accepts. A chunk is at most the chunker's
-#: ``max_size`` (<= 16 MiB) or a format-1 fixed chunk (a few MiB); a larger ``raw_size`` is
-#: damaged metadata and must not become a giant allocation.
-MAX_RAW_SIZE = 64 * 1024 * 1024
+#: The largest raw record :func:`encode` takes and :func:`decode` accepts: the one bound
+#: (:data:`ckptdb.limits.MAX_RECORD_BYTES`) every chunker's records stay within, so what was
+#: written always decodes; a larger ``raw_size`` is damaged metadata and must not become a
+#: giant allocation.
+MAX_RAW_SIZE = limits.MAX_RECORD_BYTES
 
 # zstd's "fast" negative levels trade ratio for speed; below -7 they barely compress text.
 _MIN_ZSTD_LEVEL = -7
@@ -156,9 +158,11 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     """This thread's decompressor."""
     dctx: zstandard.ZstdDecompressor | None = getattr(_local, "dctx", None)
     if dctx is None:
-        # max_window_size bounds the decoder's working memory for a hostile frame (a
-        # legitimate chunk is <= MAX_RAW_SIZE, so its window never needs more).
-        dctx = _local.dctx = zstandard.ZstdDecompressor(max_window_size=MAX_RAW_SIZE)
+        # max_window_size bounds the decoder's working memory for a hostile frame; it must
+        # admit every frame encode makes for a record of up to MAX_RAW_SIZE.
+        dctx = _local.dctx = zstandard.ZstdDecompressor(
+            max_window_size=limits.MAX_ZSTD_WINDOW_BYTES
+        )
     return dctx
 
 
@@ -248,6 +252,16 @@ def encode(
     compressed data; an empty chunk). With ``sealer``, the result is then sealed binding
     ``aad``, and the sealer's id goes in bits 8-15 of ``codec_id``.
     """
+    size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+    if size > MAX_RAW_SIZE:
+        # decode refuses it, so storing it would acknowledge bytes no reader gets back.
+        raise InvalidCodecError(
+            f"a record of {size} bytes is larger than the format's {MAX_RAW_SIZE}; "
+            "nothing was stored. Cut it into smaller chunks (a ckptdb chunker never makes "
+            "one this large)",
+            size=size,
+            limit=MAX_RAW_SIZE,
+        )
     data = raw if isinstance(raw, bytes) else bytes(raw)
     codec_id = RAW
     stored = data

@@ -6,7 +6,7 @@ import json
 
 import pydantic
 
-from .. import errors
+from .. import errors, limits
 from ..connection import Connection
 from ..retention import RetentionPolicy
 from .chunking import Chunker, FixedChunker, InvalidChunkParamsError, chunker_from_settings
@@ -16,8 +16,13 @@ from .rows import check_types
 KNOWN_FEATURES = frozenset({"cdc", "zstd"})
 
 
-def chunk_size(conn: Connection, lowest: int, highest: int) -> int:
-    """The chunk size fixed when the file was created (setting ``chunk_size``)."""
+def chunk_size(
+    conn: Connection,
+    lowest: int = limits.MIN_CHUNK_BYTES,
+    highest: int = limits.MAX_CHUNK_BYTES,
+) -> int:
+    """The chunk size fixed when the file was created (setting ``chunk_size``): read back
+    within the same bounds that ``ckptdb.open(chunk_size=...)`` accepts."""
     stored = conn.scalar("SELECT value FROM setting WHERE key = 'chunk_size'")
     if not (isinstance(stored, str) and stored.isascii() and stored.isdigit()):
         size = None
@@ -42,13 +47,14 @@ def init_new_file(conn: Connection, size: int, *, fixed: bool) -> None:
     """Record the layout of a new file (inside a write transaction; never changed after):
     its chunk size and, with ``fixed``, fixed-size cutting instead of the content-defined
     chunking the migrations record by default."""
+    layout = FixedChunker(size)  # refuses a size that chunk_size() would not read back
     conn.execute(
         "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)", (str(size),)
     )
     if fixed:
         conn.execute(
             "INSERT OR REPLACE INTO setting (key, value) VALUES ('chunking', ?)",
-            (json.dumps(FixedChunker(size).settings(), sort_keys=True),),
+            (json.dumps(layout.settings(), sort_keys=True),),
         )
 
 
