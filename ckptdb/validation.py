@@ -11,9 +11,10 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 
-from . import canonical, errors
+from . import canonical, errors, limits
 
 MAX_NAME_CHARS = 1024
 MAX_NAME_SEGMENT_BYTES = 255
@@ -22,6 +23,12 @@ MAX_ENTRIES = 100_000
 DEFAULT_MAX_METADATA_BYTES = 256 * 1024
 MAX_MEDIA_TYPE_CHARS = 255
 MAX_SCHEMA_CHARS = 255
+#: How deep JSON may nest, for every JSON a caller gives (metadata, metadata filters,
+#: ``expect``, ``keep_matching``, the CLI's JSON options) and every JSON read back from a
+#: file: a value is at depth 0, what it holds at depth 1, ... and nothing may sit deeper
+#: than this. Python's json module recurses once per level, so text is checked by a linear
+#: scan (:func:`json_nesting`) before it is parsed.
+MAX_JSON_DEPTH = 64
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
 # Plain ASCII names (the common case) need none of the Unicode checks below.
 _PLAIN_NAME = re.compile(
@@ -155,8 +162,8 @@ def _check_json(
     what: str = "metadata",
     error: type[errors.InvalidInputError] = errors.InvalidMetadataError,
 ) -> None:
-    if depth > 64:
-        raise error(f"{what} nests deeper than 64 levels at {path}")
+    if depth > MAX_JSON_DEPTH:
+        raise error(f"{what} nests deeper than {MAX_JSON_DEPTH} levels at {path}")
     if value is None or isinstance(value, bool | int | str):
         if isinstance(value, str) and has_surrogate(value):
             raise error(f"{what} string at {path} is not valid Unicode")
@@ -231,13 +238,14 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
 
 def _plain_json(value: Any, depth: int) -> bool:
     """True when ``value`` is built only of dict (str keys), list, str, int, bool, None and
-    finite floats, at most 64 levels deep (lone surrogates are caught by encoding)."""
+    finite floats, at most :data:`MAX_JSON_DEPTH` levels deep (lone surrogates are caught
+    by encoding)."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is float:
         return math.isfinite(value)
-    if depth >= 64:
+    if depth >= MAX_JSON_DEPTH:
         return False
     if kind is dict:
         return all(type(k) is str and _plain_json(v, depth + 1) for k, v in value.items())
@@ -265,12 +273,93 @@ def metadata_update(value: Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def metadata_from_json(text: str) -> dict[str, Any]:
-    """Parse stored canonical metadata."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("stored metadata is not a JSON object")
-    return value
+def metadata_from_json(text: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """Parse stored canonical metadata (of ``checkpoint_id``, named in the error).
+
+    A file is not trusted to hold what ckptdb writes: metadata that is not a JSON object,
+    nests deeper than :data:`MAX_JSON_DEPTH` or cannot be parsed (an integer of more digits
+    than Python converts) raises CorruptionError, never a RecursionError or ValueError."""
+    # Counting brackets is cheap (C); only text with that many brackets gets the scan.
+    deep = (
+        text.count("[") + text.count("{") > MAX_JSON_DEPTH + 1
+        and json_nesting(text) > MAX_JSON_DEPTH + 1
+    )
+    problem = f"nests deeper than {MAX_JSON_DEPTH} levels" if deep else ""
+    value: Any = None
+    if not problem:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            problem = f"is not valid JSON ({safe_text(str(exc), 200)})"
+        else:
+            if not isinstance(value, dict):
+                problem = "is not a JSON object"
+    if problem:
+        shown = "a checkpoint" if checkpoint_id is None else f"checkpoint {checkpoint_id[:12]}"
+        raise errors.CorruptionError(
+            f"the stored metadata of {shown} {problem}: ckptdb never writes that, so the "
+            "file is damaged or was crafted. Run `ckptdb verify`; nothing was changed.",
+            checkpoint_id=checkpoint_id,
+            reason="metadata_unreadable",
+        )
+    return value  # type: ignore[no-any-return]
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = [
+    {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}.get(b, 0) for b in range(256)
+]
+
+
+def json_nesting(text: str) -> int:
+    """How many ``[``/``{`` of JSON text are open at once at most, outside its strings:
+    a linear scan without recursion (safe at any depth, unlike parsing), done in C.
+
+    Never less than the depth a parser descends to before it stops: without a backslash
+    in the text every other '"' opens a string; otherwise whole strings are matched, and an
+    unterminated one counts its brackets too. A closing bracket that matches nothing
+    makes a parser stop there, so the running count is not held at zero."""
+    outside = _JSON_STRING.sub("", text) if "\\" in text else "".join(text.split('"')[::2])
+    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets), initial=0))
+
+
+def parse_json(
+    text: str, what: str, error: type[errors.InvalidInputError] = errors.InvalidInputError
+) -> Any:
+    """Caller-supplied JSON text as a value; ``error`` (typed, naming ``what``) for text
+    that is not JSON or nests deeper than :data:`MAX_JSON_DEPTH`, checked before parsing.
+    The value's own rules (finite numbers, the depth where it lands, ...) are checked by
+    whoever uses it (:func:`metadata`, :func:`expect`)."""
+    if json_nesting(text) > MAX_JSON_DEPTH + 1:
+        raise error(
+            f"{what} nests deeper than {MAX_JSON_DEPTH} levels; JSON given to ckptdb nests "
+            f"at most {MAX_JSON_DEPTH} levels"
+        )
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{what} is not valid JSON: {safe_text(str(exc), 200)}") from exc
+
+
+def parse_json_or_text(
+    text: str, what: str, error: type[errors.InvalidInputError] = errors.InvalidInputError
+) -> Any:
+    """A command-line VALUE: the JSON value when ``text`` is valid JSON, else ``text``
+    itself as a string. Text that opens more than :data:`MAX_JSON_DEPTH` nested brackets
+    is refused with ``error`` whether or not it parses (a string that looks like that is
+    given as a JSON string, quoted)."""
+    if json_nesting(text) > MAX_JSON_DEPTH + 1:
+        raise error(
+            f"{what} opens more than {MAX_JSON_DEPTH + 1} nested brackets; JSON given to "
+            f"ckptdb nests at most {MAX_JSON_DEPTH} levels (to give such text as a string, "
+            "quote it as a JSON string)"
+        )
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
 
 
 def optional_label(value: object, what: str, limit: int) -> str | None:
@@ -306,9 +395,10 @@ def open_arguments(
     synchronous: object,
     chunk_size: object,
     page_size: object,
-    chunk_limits: tuple[int, int],
+    chunk_limits: tuple[int, int] = (limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES),
 ) -> str:
-    """Check the arguments of ``ckptdb.open``; returns the path as text."""
+    """Check the arguments of ``ckptdb.open``; returns the path as text. The bounds are
+    those of :mod:`ckptdb.limits`, which the file's readers hold to as well."""
     min_chunk, max_chunk = chunk_limits
     if migrate not in ("auto", "never", "check"):
         raise errors.InvalidInputError(
@@ -333,17 +423,38 @@ def open_arguments(
             "files in UTF-8. Rename the file or directory, or choose another path."
         )
     if chunk_size is not None and not (
-        isinstance(chunk_size, int) and min_chunk <= chunk_size <= max_chunk
+        type(chunk_size) is int and min_chunk <= chunk_size <= max_chunk
     ):
-        raise errors.InvalidInputError(f"chunk_size must be between {min_chunk} and {max_chunk}")
+        raise errors.InvalidInputError(
+            f"chunk_size must be a whole number of bytes from {min_chunk} to {max_chunk}, "
+            f"got {chunk_size!r}; nothing was created"
+        )
     if page_size is not None and (
-        not isinstance(page_size, int)
-        or page_size < 4096
-        or page_size > 65536
+        type(page_size) is not int
+        or page_size < limits.MIN_PAGE_SIZE
+        or page_size > limits.MAX_PAGE_SIZE
         or page_size & (page_size - 1)
     ):
-        raise errors.InvalidInputError("page_size must be a power of two from 4096 to 65536")
+        raise errors.InvalidInputError(
+            f"page_size must be a power of two from {limits.MIN_PAGE_SIZE} to "
+            f"{limits.MAX_PAGE_SIZE}, got {page_size!r}; nothing was created"
+        )
     return text
+
+
+def max_metadata_bytes(value: object) -> int:
+    """The ``max_metadata_bytes`` of ``ckptdb.open``: a whole number of bytes up to the
+    format's :data:`ckptdb.limits.MAX_METADATA_BYTES`, the bound that importing an export
+    holds metadata to (a larger per-handle limit would let a commit write metadata that no
+    import of the same version reads back)."""
+    if type(value) is not int or not (
+        limits.MIN_METADATA_BYTES <= value <= limits.MAX_METADATA_BYTES
+    ):
+        raise errors.InvalidInputError(
+            f"max_metadata_bytes must be a whole number of bytes from "
+            f"{limits.MIN_METADATA_BYTES} to {limits.MAX_METADATA_BYTES}, got {value!r}"
+        )
+    return value
 
 
 # -- what a reader states at load: its lineage, the schemas it reads, a size bound --------

@@ -8,7 +8,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import IO, Any
 
-from .. import errors, models
+from .. import errors, models, validation
 from ..store import crypto
 from ..store.checkpoints import check_manifest
 from ..store.rows import CheckpointRow, EntryRow
@@ -172,7 +172,7 @@ class Checkpoint:
 
 def metadata_of(handle: Handle, row: CheckpointRow) -> dict[str, Any]:
     """A checkpoint's metadata, opened when it is sealed and the handle has the key."""
-    value: dict[str, Any] = json.loads(row.metadata_json)
+    value = validation.metadata_from_json(row.metadata_json, row.id)
     if not crypto.is_sealed_metadata(value):
         return value
     try:
@@ -193,7 +193,11 @@ def checkpoint_info(
         parent_id=row.parent_id,
         generation=row.generation,
         created_at=models.from_ms(row.created_at_ms),
-        metadata=json.loads(row.metadata_json) if metadata is None else metadata,
+        metadata=(
+            validation.metadata_from_json(row.metadata_json, row.id)
+            if metadata is None
+            else metadata
+        ),
         entries=[
             models.EntryInfo(
                 name=e.name,

@@ -14,7 +14,6 @@ them (what :meth:`ckptdb.Database.commit` does with bytes).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -65,7 +64,7 @@ def _metadata(
     its scope), or the source's opened, updated and sealed again."""
     if not update:
         return row.metadata_json
-    value: dict[str, Any] = json.loads(row.metadata_json)
+    value = validation.metadata_from_json(row.metadata_json, row.id)
     if is_sealed_metadata(value):
         value = scope.open_metadata(value)
     value.update(update)  # both parts were validated: the source's by its id, the update

@@ -206,10 +206,21 @@ def _candidates(
                 generation,
                 created,
                 depths.get(seq),
-                None if meta is None else validation.metadata_from_json(meta),
+                None if meta is None else _stored_metadata(conn, ns_id, seq, meta),
             )
         )
     return candidates
+
+
+def _stored_metadata(conn: Connection, ns_id: int, seq: int, text: str) -> dict[str, Any]:
+    """The metadata a retention rule reads; CorruptionError naming the checkpoint when the
+    file holds metadata ckptdb could not have written (a rule cannot judge it, and GC
+    deletes nothing on a guess)."""
+    try:
+        return validation.metadata_from_json(text)
+    except errors.CorruptionError:
+        checkpoint_id = dict(checkpoints.seqs_of_namespace(conn, ns_id)).get(seq)
+        return validation.metadata_from_json(text, checkpoint_id)  # raises, naming it
 
 
 def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms: int) -> set[int]:
@@ -628,7 +639,8 @@ def prune(
         for seq, cid, ns, meta in checkpoints.iter_metadata(conn):
             if namespaces is not None and ns not in namespaces:
                 continue
-            values = validation.metadata_from_json(meta)
+            # Unreadable metadata cannot be matched: CorruptionError, nothing deleted.
+            values = validation.metadata_from_json(meta, cid)
             if all(k in values and values[k] == v for k, v in where.items()):
                 out.append((seq, cid))
         return out

@@ -13,47 +13,94 @@ the checkpoint it was based on.
 
 from __future__ import annotations
 
+import heapq
+
 from .. import errors, models
 from ..store import Store, checkpoints, pins, pointers
 from ..store.rows import CheckpointRow
 from .checkpoint import Checkpoint
 from .handle import Handle
 
+#: Lanes drawn one by one; the lanes beyond share one column with a count, so a line is
+#: at most ``2 * MAX_LANES`` characters plus that column (``*+5990``: the checkpoint and
+#: 5,990 other lanes; ``|+5990``: 5,991 lanes passing by). Siblings forked from one
+#: checkpoint (LangGraph retries from one state make thousands) each hold a lane until
+#: their common parent: drawn in full, the output would grow with their square.
+MAX_LANES = 16
 
-def layout(nodes: list[tuple[str, str | None]]) -> list[tuple[int, list[str]]]:
+
+def layout(
+    nodes: list[tuple[str, str | None]], max_lanes: int = MAX_LANES
+) -> list[tuple[int, list[str]]]:
     """Lanes for ``nodes`` -- (id, parent id), children before parents -- as
-    (column, drawing lines) per node. Pure: no database."""
+    (column, drawing lines) per node. Pure: no database. Lanes from ``max_lanes`` on are
+    collapsed into one column (see :data:`MAX_LANES`); the column returned is the node's
+    true lane. Time and output are linear in the nodes (for a bounded ``max_lanes``)."""
     present = {n for n, _ in nodes}
-    lanes: list[str | None] = []
+    lanes: list[str | None] = []  # the parent each lane is waiting for
+    waiting: dict[str, list[int]] = {}  # parent -> the lanes waiting for it
+    free: list[int] = []  # a heap of lanes that were freed (some may since be gone)
+    over = 0  # lanes at max_lanes or beyond that are waiting for something
     out: list[tuple[int, list[str]]] = []
-    for node, parent in nodes:
-        waiting = [i for i, want in enumerate(lanes) if want == node]
-        lines: list[str] = []
-        if waiting:
-            col = waiting[0]
-            joining = waiting[1:]
-            if joining:
-                row = [" "] * (2 * len(lanes))
-                for i, want in enumerate(lanes):
-                    if want is not None and i not in joining:
-                        row[2 * i] = "|"
-                for j in joining:
-                    row[2 * j - 1] = "/"
-                    lanes[j] = None
-                lines.append("".join(row).rstrip())
-        else:
-            free = [i for i, want in enumerate(lanes) if want is None]
-            col = free[0] if free else len(lanes)
-            if col == len(lanes):
-                lanes.append(None)
-        row = [" "] * (2 * len(lanes))
-        for i, want in enumerate(lanes):
+
+    def drawn(col: int, joining: set[int]) -> list[str]:
+        row = [" "] * (2 * min(len(lanes), max_lanes))
+        for i in range(min(len(lanes), max_lanes)):
             if i == col:
                 row[2 * i] = "*"
-            elif want is not None:
+            elif lanes[i] is not None and i not in joining:
                 row[2 * i] = "|"
+        return row
+
+    def overflow(symbol: str, others: int) -> str:
+        return symbol + (f"+{others}" if others else "")
+
+    for node, parent in nodes:
+        waiters = sorted(waiting.pop(node, []))
+        lines: list[str] = []
+        if waiters:
+            col, joining = waiters[0], waiters[1:]
+            if joining:
+                gone = set(joining)
+                row = drawn(-1, gone)
+                for j in joining:
+                    if j < max_lanes:
+                        row[2 * j - 1] = "/"
+                over_joining = sum(1 for j in joining if j >= max_lanes)
+                staying = over - over_joining
+                if over_joining and col < max_lanes:
+                    row[2 * max_lanes - 1] = "/"  # collapsed lanes merge to the left
+                if staying:
+                    row.append(overflow("|", staying - 1))
+                lines.append("".join(row).rstrip())
+                for j in joining:
+                    lanes[j] = None
+                    heapq.heappush(free, j)
+                over -= over_joining
+        else:
+            col = len(lanes)
+            while free:
+                candidate = heapq.heappop(free)
+                if candidate < len(lanes) and lanes[candidate] is None:
+                    col = candidate
+                    break
+            if col == len(lanes):
+                lanes.append(None)
+        row = drawn(col, set())
+        own = 1 if col >= max_lanes and lanes[col] is not None else 0
+        if col >= max_lanes:
+            row.append(overflow("*", over - own))
+        elif over:
+            row.append(overflow("|", over - 1))
         lines.append("".join(row).rstrip())
+        was = lanes[col]
         lanes[col] = parent if parent in present else None
+        if col >= max_lanes:
+            over += (lanes[col] is not None) - (was is not None)
+        if lanes[col] is not None:
+            waiting.setdefault(str(parent), []).append(col)
+        else:
+            heapq.heappush(free, col)
         while lanes and lanes[-1] is None:
             lanes.pop()
         out.append((col, lines))

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .. import canonical, errors, models
+from .. import canonical, errors, models, validation
 from ..connection import Connection
 from ..store import Store, blobs, checkpoints, migrations, pointers, receipts, schema
 from ..store.crypto import PLAINTEXT, Scope
@@ -293,6 +293,10 @@ def _checkpoints(
                 checkpoint_id=row.id,
                 namespace=row.namespace,
             )
+        try:  # a crafted file can hash metadata that no reader could parse
+            validation.metadata_from_json(row.metadata_json, row.id)
+        except errors.CorruptionError as exc:
+            report.add("unreadable", exc.message, checkpoint_id=row.id, namespace=row.namespace)
         parent_generation = generations.get(row.parent_id or "")
         if parent_generation is not None and parent_generation != row.generation - 1:
             report.add(
