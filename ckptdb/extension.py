@@ -10,8 +10,17 @@ from . import models
 from .ops.verify import register_hook
 from .store.crypto import Scope
 from .store.rows import check_types
+from .validation import metadata_from_json
 
-__all__ = ["Params", "RecordSealer", "Row", "Session", "check_types", "register_verify_hook"]
+__all__ = [
+    "Params",
+    "RecordSealer",
+    "Row",
+    "Session",
+    "check_types",
+    "metadata_from_json",
+    "register_verify_hook",
+]
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any]

@@ -273,36 +273,76 @@ def metadata_update(value: Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def metadata_from_json(text: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """Parse stored canonical metadata (of ``checkpoint_id``, named in the error).
+def stored_json(text: str | bytes, what: str, reason: str, **details: Any) -> Any:
+    """Parse JSON that ckptdb itself wrote into a file (metadata, settings, receipt bodies)
+    and read back from it.
 
-    A file is not trusted to hold what ckptdb writes: metadata that is not a JSON object,
-    nests deeper than :data:`MAX_JSON_DEPTH` or cannot be parsed (an integer of more digits
-    than Python converts) raises CorruptionError, never a RecursionError or ValueError."""
-    # Counting brackets is cheap (C); only text with that many brackets gets the scan.
-    deep = (
-        text.count("[") + text.count("{") > MAX_JSON_DEPTH + 1
-        and json_nesting(text) > MAX_JSON_DEPTH + 1
-    )
-    problem = f"nests deeper than {MAX_JSON_DEPTH} levels" if deep else ""
-    value: Any = None
-    if not problem:
+    A file is not trusted to hold what ckptdb writes: text that nests deeper than
+    :data:`MAX_JSON_DEPTH` or cannot be parsed (an integer of more digits than Python
+    converts, a NaN) raises CorruptionError naming ``what`` with ``reason``, never a
+    RecursionError or ValueError. The caller checks the value's shape."""
+    if isinstance(text, bytes):
         try:
-            value = json.loads(text)
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            text = "\ufffd"  # reported below as not valid JSON
+    # Counting brackets is cheap (C); only text with that many brackets gets the scan. At
+    # exactly MAX_JSON_DEPTH + 1 open brackets the innermost container is at the limit and
+    # must be empty, which only the parsed value shows (parsing that deep is safe).
+    nesting = (
+        json_nesting(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
+    )
+    problem = f"nests deeper than {MAX_JSON_DEPTH} levels"
+    if nesting <= MAX_JSON_DEPTH + 1:
+        try:
+            value = json.loads(text, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as exc:
             problem = f"is not valid JSON ({safe_text(str(exc), 200)})"
         else:
-            if not isinstance(value, dict):
-                problem = "is not a JSON object"
-    if problem:
-        shown = "a checkpoint" if checkpoint_id is None else f"checkpoint {checkpoint_id[:12]}"
+            if nesting <= MAX_JSON_DEPTH or _within_depth(value):
+                return value
+    raise errors.CorruptionError(
+        f"the stored {what} {problem}: ckptdb never writes that, so the file is damaged or "
+        "was crafted. Run `ckptdb verify`; nothing was changed.",
+        reason=reason,
+        **details,
+    )
+
+
+def _within_depth(value: Any) -> bool:
+    """Whether nothing in a parsed JSON value sits deeper than :data:`MAX_JSON_DEPTH`
+    (the rule :func:`metadata` holds a writer to), without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return False
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return True
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def metadata_from_json(text: str | bytes, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """Parse stored canonical metadata (of ``checkpoint_id``, named in the error): a JSON
+    object, or CorruptionError (``metadata_unreadable``) -- see :func:`stored_json`."""
+    shown = "a checkpoint" if checkpoint_id is None else f"checkpoint {checkpoint_id[:12]}"
+    value = stored_json(
+        text, f"metadata of {shown}", "metadata_unreadable", checkpoint_id=checkpoint_id
+    )
+    if not isinstance(value, dict):
         raise errors.CorruptionError(
-            f"the stored metadata of {shown} {problem}: ckptdb never writes that, so the "
-            "file is damaged or was crafted. Run `ckptdb verify`; nothing was changed.",
+            f"the stored metadata of {shown} is not a JSON object: ckptdb never writes that, "
+            "so the file is damaged or was crafted. Run `ckptdb verify`; nothing was changed.",
             checkpoint_id=checkpoint_id,
             reason="metadata_unreadable",
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -436,9 +435,12 @@ def _history_floors(conn: Connection) -> dict[str, int]:
     floors: dict[str, int] = {}
     for body in receipts.gc_bodies(conn):
         try:
-            recorded = json.loads(body).get("history_floor", {})
-        except (TypeError, ValueError, AttributeError):
+            recorded = validation.stored_json(body, "gc receipt body", "receipt_damaged")
+        except errors.CorruptionError:
+            continue  # the receipt check reports it
+        if not isinstance(recorded, dict):
             continue
+        recorded = recorded.get("history_floor", {})
         if isinstance(recorded, dict):
             for ns, revision in recorded.items():
                 if isinstance(revision, int) and revision > floors.get(ns, 1):

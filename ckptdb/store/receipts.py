@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from .. import canonical, errors, models
+from .. import canonical, errors, models, validation
 from ..connection import Connection
 from .rows import check_types
 
@@ -68,10 +67,7 @@ _RECEIPT_TYPES: tuple[Any, ...] = (int, str, (str, _N), (str, _N), int, str, str
 
 def _receipt(row: tuple[Any, ...]) -> models.Receipt:
     check_types(row, _RECEIPT_TYPES, f"receipt {row[0]}")
-    try:
-        body = json.loads(row[5])
-    except (ValueError, RecursionError):
-        body = None
+    body = validation.stored_json(row[5], f"body of receipt {row[0]}", "receipt_damaged")
     if not isinstance(body, dict):
         raise errors.CorruptionError(
             f"receipt {row[0]}: its stored body is not a JSON object (the row is damaged); "

@@ -6,7 +6,7 @@ import json
 
 import pydantic
 
-from .. import errors, limits
+from .. import errors, limits, validation
 from ..connection import Connection
 from ..retention import RetentionPolicy
 from .chunking import Chunker, FixedChunker, InvalidChunkParamsError, chunker_from_settings
@@ -75,8 +75,9 @@ def chunker(conn: Connection, chunk_size: int) -> Chunker:
     stored = _text(conn, "chunking")
     if stored is None:
         return FixedChunker(chunk_size)
+    settings = validation.stored_json(stored, "chunking setting", "bad_setting")
     try:
-        return chunker_from_settings(json.loads(stored))
+        return chunker_from_settings(settings)
     except (ValueError, InvalidChunkParamsError) as exc:
         raise errors.CorruptionError(
             f"the stored chunking setting is damaged ({exc}); restore the file from a "
@@ -90,8 +91,8 @@ def require_features(conn: Connection, path: str) -> None:
     stored = _text(conn, "features")
     if stored is None:
         return
+    used = validation.stored_json(stored, "features setting", "bad_setting")
     try:
-        used = json.loads(stored)
         if not isinstance(used, list) or not all(isinstance(f, str) for f in used):
             raise ValueError("not a list of names")
     except ValueError as exc:

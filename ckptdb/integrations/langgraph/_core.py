@@ -44,7 +44,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ... import errors
 from ...database import Database
 from ...database import open as open_database
-from ...extension import RecordSealer, Row, Session, check_types
+from ...extension import RecordSealer, Row, Session, check_types, metadata_from_json
 from ...models import CommitAck
 from ...types import BlobRef
 from . import _layout, sealing
@@ -654,7 +654,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if content is None:
                 continue
             loaded, build = content
-            metadata = json.loads(loaded.metadata)
+            metadata = metadata_from_json(loaded.metadata, row.ckpt_id)
             if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
                 continue
             kept.append((row, build(), metadata))
