@@ -42,9 +42,8 @@ def test_hostile_setting_refuses_open_typed(tmp_path: Path, key: str, text: str)
     with ckptdb.open(path) as db:
         db.commit("ns", {"a": b"x" * 10_000})
     _set(path, "INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, text))
-    with pytest.raises(errors.CorruptionError) as caught:
-        with ckptdb.open(path) as db:
-            db.load("ns").checkpoint.read("a")
+    with pytest.raises(errors.CorruptionError) as caught, ckptdb.open(path) as db:
+        db.load("ns").checkpoint.read("a")
     assert caught.value.details.get("reason") == "bad_setting"
 
 
