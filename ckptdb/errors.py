@@ -422,6 +422,16 @@ class RestoreTargetExistsError(ReplicationError):
     code = "restore_target_exists"
 
 
+class RestoreTargetInUseError(ReplicationError):
+    """The restore destination is open in a process (a reader, a writer or a replicator):
+    replacing it would leave that process working on a file nobody can see any more, and
+    everything it committed afterwards would be lost. Nothing was changed; stop what uses
+    it, then restore again."""
+
+    code = "restore_target_in_use"
+    retryable = True
+
+
 class ReplicaNotFoundError(NotFoundError):
     """The replica URL holds no replica (nothing was replicated there, or the URL is wrong),
     or it holds no position matching the requested checkpoint or time."""

@@ -5,6 +5,7 @@ litestream-vfs). Every Litestream process is stopped by its own pid."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -150,7 +151,7 @@ def test_kill_9_the_writer_then_restore(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            kind, value = line.split()
+            kind, value = line.split()[:2]
             if kind == "litestream":
                 litestream_pid = int(value)
             elif kind == "acked":
@@ -259,7 +260,8 @@ def test_cli_replicate_runs_until_sigterm(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert '"running":true' in line and '"last_error":null' in line
+        status = json.loads(line)
+        assert status["running"] is True and status["last_error"] is None
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)

@@ -11,19 +11,31 @@ docs/replication.md explains the guarantees and the limits.
 
 from __future__ import annotations
 
-from .models import BarrierReceipt, LtxFile, ReplicaPosition, ReplicationStatus, RestoreReport
+from .models import (
+    BarrierReceipt,
+    LtxAnomaly,
+    LtxFile,
+    LtxHeader,
+    ReplicaPosition,
+    ReplicationStatus,
+    RestoreReport,
+    SkippedPosition,
+)
 from .replica import Replica, open_replica
 from .replicator import Replicator, replicate
 from .restore import restore
 
 __all__ = [
     "BarrierReceipt",
+    "LtxAnomaly",
     "LtxFile",
+    "LtxHeader",
     "Replica",
     "ReplicaPosition",
     "ReplicationStatus",
     "Replicator",
     "RestoreReport",
+    "SkippedPosition",
     "open_replica",
     "replicate",
     "restore",

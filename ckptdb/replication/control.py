@@ -61,15 +61,19 @@ class ControlClient:
             )
         return data
 
-    def sync(self, database: str, *, wait: bool, timeout: float) -> dict[str, Any]:
-        """Make Litestream read the WAL now (and with ``wait`` upload to the replica)."""
-        seconds = max(1, int(timeout + 0.999))
-        return self._call(
-            "POST",
-            "/sync",
-            {"path": database, "wait": wait, "timeout": seconds},
-            timeout + 5,
-        )
+    def sync(self, database: str, *, timeout: float = 10.0) -> dict[str, Any]:
+        """Make Litestream read the WAL into a new LTX file now (its upload follows on its
+        own schedule). ``timeout`` bounds this client's wait only.
+
+        The request carries neither ``wait`` nor ``timeout`` on purpose. Litestream 0.5.x
+        runs a sync under the context of the request that asked for it, and a request with
+        ``wait`` or ``timeout`` gets a context that is cancelled when the request returns;
+        a sync that (re)opened Litestream's long-running read transaction under that
+        context loses it on return. That read transaction is what stops every other
+        connection from restarting the WAL past frames Litestream has not copied, so
+        without it a writer's checkpoint overwrites unreplicated frames (docs/replication.md,
+        known issues). A plain request runs under Litestream's own server context."""
+        return self._call("POST", "/sync", {"path": database}, max(1.0, timeout))
 
     def txid(self, database: str) -> int:
         """The newest Litestream transaction id built from the local database."""

@@ -2,7 +2,8 @@
 
 ``<dir>/.<name>-ckptdb-replicate.lock`` is held with an exclusive ``flock`` for as long as a
 replicator runs. The kernel drops the lock when the holder dies, however it dies, so a
-crashed replicator never blocks the next one."""
+crashed replicator never blocks the next one. While it is held, ckptdb runs no WAL
+checkpoint on the file (``ckptdb/connection/walhook.py``): Litestream alone does."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import fcntl
 import os
 
 from .. import errors
+from ..connection.walhook import replicator_lock_path, replicator_running
 
 
 def lock_path(database: str) -> str:
-    """The lock file of a database path."""
-    folder, name = os.path.split(os.path.abspath(database))
-    return os.path.join(folder, f".{name}-ckptdb-replicate.lock")
+    """The lock file of a database path (one definition, shared with the connection layer,
+    which skips checkpoints while it is held)."""
+    return replicator_lock_path(database)
 
 
 class ReplicatorLock:
@@ -53,18 +55,7 @@ class ReplicatorLock:
 
 def is_locked(database: str) -> bool:
     """True while some process holds the replicator lock of ``database``."""
-    path = lock_path(database)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return replicator_running(database)
 
 
 def _read_pid(fd: int) -> int | None:

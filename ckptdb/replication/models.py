@@ -23,6 +23,43 @@ class LtxFile(_Model):
     timestamp: datetime
 
 
+class LtxHeader(_Model):
+    """The header of one LTX file of a local replica (``ltx.read_header``): the position
+    range, the database size after it (``commit``, in pages), the WAL segment it was cut
+    from (offset, size and the WAL header's two salts) and how many pages it carries."""
+
+    path: str
+    flags: int
+    page_size: int
+    commit: int
+    min_txid: int
+    max_txid: int
+    timestamp_ms: int
+    wal_offset: int
+    wal_size: int
+    wal_salt1: int
+    wal_salt2: int
+    pages: int
+    pgnos: frozenset[int] = Field(repr=False)
+
+    @property
+    def is_snapshot(self) -> bool:
+        """True when the file carries every page of the database (SQLite's lock page,
+        at 1 GiB, is never stored)."""
+        lock_page = 0x40000000 // self.page_size + 1 if self.page_size else 0
+        pages = self.commit - (1 if 0 < lock_page <= self.commit else 0)
+        return self.pages >= pages > 0
+
+
+class LtxAnomaly(_Model):
+    """Something a replica's LTX headers show Litestream missed (``ltx.audit``):
+    ``skipped_wal_generation`` or ``resnapshot`` at position ``txid``."""
+
+    kind: str
+    txid: int
+    detail: str
+
+
 class ReplicationStatus(_Model):
     """What ``Replicator.status()`` reports.
 
@@ -63,8 +100,22 @@ class BarrierReceipt(_Model):
     pinned_as: str | None
 
 
+class SkippedPosition(_Model):
+    """A replica position ``restore(recover=True)`` passed over: its transaction id, the
+    ``reason`` (``restore_failed``, ``verify_failed``, ``restored_copy_refused``) and the
+    refusal's message."""
+
+    txid: int
+    reason: str
+    detail: str
+
+
 class RestoreReport(_Model):
-    """What ``ckptdb.restore`` did: where from, which position, what was verified."""
+    """What ``ckptdb.restore`` did: where from, which position, what was verified.
+
+    ``recovered`` is True when ``recover=True`` had to pass over newer positions that did
+    not restore or verify; ``skipped`` lists them, newest first. Positions are only ever
+    skipped in recovery mode."""
 
     replica_url: str
     destination: str
@@ -76,6 +127,8 @@ class RestoreReport(_Model):
     bytes_checked: int
     seconds: float
     replaced: bool
+    recovered: bool = False
+    skipped: list[SkippedPosition] = Field(default_factory=list)
 
 
 class ReplicaPosition(_Model):

@@ -4,8 +4,10 @@ The barrier (:meth:`Replicator.wait`) is end to end. For a checkpoint id it
 
 1. checks that the checkpoint is in the local file (so its publishing transaction has
    committed and is in the WAL);
-2. asks Litestream over its control socket to sync now and wait for the upload (this only
-   shortens the wait; the result's transaction id goes into the receipt);
+2. asks Litestream over its control socket to sync now -- a plain request, never one with
+   ``wait`` or ``timeout``, which in Litestream 0.5.x drops the read transaction that
+   protects unreplicated WAL frames (see :meth:`ControlClient.sync`); this only shortens
+   the wait, and the result's transaction id goes into the receipt;
 3. reads the checkpoint back *from the replica storage*: a read-only ckptdb handle opened
    through litestream-vfs on the replica URL (the same code path as ``open_replica``) must
    find its manifest. A manifest, its entries and the pointer move are one SQLite
@@ -32,6 +34,7 @@ from typing import Any
 
 from .. import errors
 from ..connection import litestream_vfs as vfs
+from ..connection import open_connection
 from ..database import Database
 from ..database import open as open_database
 from . import ltx
@@ -111,6 +114,7 @@ class Replicator:
         self._lock.acquire()
         try:
             self._db = open_database(self.database, create=False)
+            self._empty_wal()
             self._dir = tempfile.mkdtemp(prefix="ckptdb-replicate-")
             os.chmod(self._dir, 0o700)
             config_path = os.path.join(self._dir, "litestream.json")
@@ -142,14 +146,33 @@ class Replicator:
             raise
         return self
 
+    def _empty_wal(self) -> None:
+        """Leave Litestream an empty WAL to start on (``Connection.empty_wal_for_replicator``
+        says why): it then snapshots the file instead of trusting a stale position."""
+        conn = open_connection(self.database, busy_timeout=self.start_timeout)
+        try:
+            emptied = conn.empty_wal_for_replicator(wait=self.start_timeout)
+        finally:
+            conn.close()
+        if not emptied:
+            raise errors.ReplicatorUnavailableError(
+                f"cannot start replicating {self.database}: readers kept its WAL from being "
+                f"checkpointed for {self.start_timeout:.0f} s (Litestream must start on an "
+                "empty WAL). End long read transactions, then start again."
+            )
+
     def _await_first_sync(self) -> None:
+        """Return once the replica lists the position Litestream built from the file as it
+        is now (a replica left by an earlier run is not enough)."""
         assert self._control is not None and self._supervisor is not None
         deadline = time.monotonic() + self.start_timeout
         last: errors.CkptdbError | None = None
         while time.monotonic() < deadline:
             try:
-                self._control.sync(self.database, wait=True, timeout=min(10.0, self.start_timeout))
-                if ltx.list_files(self.replica, env=self._env):
+                self._control.sync(self.database, timeout=min(10.0, self.start_timeout))
+                local = self._control.txid(self.database)
+                head = ltx.head_txid(ltx.list_files(self.replica, env=self._env))
+                if local and head is not None and head >= local:
                     return
             except errors.ReplicationError as exc:
                 last = exc
@@ -214,8 +237,10 @@ class Replicator:
         local = self._db.get(checkpoint_id)  # CheckpointNotFoundError if it never committed
         txid: int | None = None
         try:
+            # A plain sync (never wait/timeout: see ControlClient.sync) only shortens the
+            # wait; the read-back below is the proof.
             result = self._control.sync(
-                self.database, wait=True, timeout=max(1.0, deadline - time.monotonic())
+                self.database, timeout=max(1.0, min(10.0, deadline - time.monotonic()))
             )
             txid = int(result.get("txid") or 0) or None
         except errors.ReplicationError:
@@ -355,7 +380,8 @@ def replicate(
     database; leaving it stops Litestream after its last sync. A second replicator of the
     same file, in any process, is refused (:class:`~ckptdb.errors.ReplicatorRunningError`).
 
-    ``sync_interval``: how often Litestream uploads (seconds; Litestream's default is 1).
+    ``sync_interval``: how often Litestream uploads (seconds; Litestream's default is 1);
+    ``wait`` returns about one interval after the commit, so it sets the barrier's latency.
     ``poll_interval``: how often the barrier's read-back view polls the replica.
     ``retain``: each successful ``wait`` pins the checkpoint as ``replicated:<namespace>``
     (GC keeps it) and stores a ``replication.barrier`` receipt.
