@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import click
 from click.shell_completion import get_completion_class
-from pydantic import BaseModel
 
-from . import __version__, cli_sql, errors, keyfile, validation
+from . import __version__, cli_output, cli_sql, errors, keyfile, keyids, validation
+from .cli_output import block, echo
 from .database import Database
 from .database import open as open_database
 from .demo import run as run_demo
@@ -86,10 +86,11 @@ Exit status:
   8  retryable (busy timeout, I/O error, disk full, commit outcome unknown)
   9  refused write (read-only, e.g. a writing statement given to `ckptdb sql`)
   10 replication (Litestream missing or already running, barrier timeout, restore
-     destination exists)
+     destination exists or is open in a process)
   11 import-from finished but skipped some source items (each listed with its reason)
   12 `ckptdb sql` query timed out (--timeout) and was interrupted
-  13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint
+  13 succeeded degraded: `checkout --fallback` wrote an older, verified checkpoint;
+     `restore --recover` restored an older position than the newest
   14 key (a key scope's key not given, wrong, shredded, or a malformed key file)
   15 refused by your checks: the checkpoint is intact but not of the --expect'ed
      lineage, pinned to a schema newer than --accept-schema, or larger than --max-bytes
@@ -107,33 +108,9 @@ def exit_code(exc: errors.CkptdbError) -> int:
     return 1
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, bytes):
-        return {"hex": value.hex()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
-
-
-def _print_json(value: Any) -> None:
-    plain = _jsonable(value)
-    text = json.dumps(plain, indent=2, ensure_ascii=False)
-    if validation.has_surrogate(text):  # echoed input that is not valid Unicode: escape it
-        text = json.dumps(plain, indent=2)
-    click.echo(text)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for n, row in enumerate(cells):
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            click.echo("  ".join("-" * w for w in widths))
+# Every line printed goes through cli_output: escaped for people, exact JSON for programs.
+_print_json = cli_output.print_json
+_table = cli_output.table
 
 
 def _size(n: int) -> str:
@@ -161,7 +138,7 @@ def command(fn: F) -> F:
             if as_json:
                 _print_json(exc.to_dict())
             else:
-                click.echo(f"error: {exc.code}: {exc.message}", err=True)
+                echo(f"error: {exc.code}: {exc.message}", err=True)
             sys.exit(exit_code(exc))
 
     return wrapper  # type: ignore[return-value]
@@ -275,6 +252,10 @@ def main(ctx: click.Context, keys_file: str | None, keys_env: str | None) -> Non
     CURRENT, ~N walks N generations back. A namespace containing ~ or @ (or that looks like
     hex) is written NS@current. Command groups take DB after the subcommand:
     `ckptdb migrate status DB`, `ckptdb retention show DB`.
+
+    Output for people shows any control character it prints (from names, metadata, notes
+    of a file that may be hostile) as an escape such as \\x1b, never raw; --json output is
+    exact (JSON escapes). A JSON VALUE given to an option nests at most 64 levels.
     """
     ctx.meta["ckptdb.keys_file"] = keys_file
     ctx.meta["ckptdb.keys_env"] = keys_env
@@ -291,7 +272,7 @@ def init(db: str, as_json: bool) -> None:
     if as_json:
         _print_json(stats)
     else:
-        click.echo(f"initialized {stats.path} (schema version {stats.schema_version})")
+        echo(f"initialized {stats.path} (schema version {stats.schema_version})")
 
 
 def _parse_expect(pairs: Sequence[str]) -> dict[str, Any] | None:
@@ -303,10 +284,9 @@ def _parse_expect(pairs: Sequence[str]) -> dict[str, Any] | None:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise errors.InvalidLoadCheckError(f"--expect takes KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except ValueError:
-            out[key] = raw
+        out[key] = validation.parse_json_or_text(
+            raw, f"--expect {key}=VALUE", errors.InvalidLoadCheckError
+        )
     return out
 
 
@@ -329,11 +309,14 @@ def _parse_meta(pairs: Sequence[str], meta_json: str | None) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if meta_json:
         try:
-            loaded = json.loads(Path(meta_json).read_text())
+            text = Path(meta_json).read_text()
         except (OSError, ValueError) as exc:
             raise errors.InvalidMetadataError(
                 f"cannot read --meta-json {meta_json}: {exc}"
             ) from exc
+        loaded = validation.parse_json(
+            text, f"--meta-json {meta_json}", errors.InvalidMetadataError
+        )
         if not isinstance(loaded, dict):
             raise errors.InvalidMetadataError("--meta-json must hold a JSON object")
         meta.update(loaded)
@@ -341,10 +324,9 @@ def _parse_meta(pairs: Sequence[str], meta_json: str | None) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise errors.InvalidMetadataError(f"--meta expects KEY=VALUE, got {pair!r}")
-        try:
-            meta[key] = json.loads(raw)
-        except ValueError:
-            meta[key] = raw
+        meta[key] = validation.parse_json_or_text(
+            raw, f"the value of {key!r}", errors.InvalidMetadataError
+        )
     return meta
 
 
@@ -413,16 +395,16 @@ def commit(
         _print_json(ack)
         return
     state = "committed" if ack.created else "unchanged (already CURRENT)"
-    click.echo(f"{state} {ack.checkpoint_id}")
-    click.echo(
+    echo(f"{state} {ack.checkpoint_id}")
+    echo(
         f"namespace {ack.namespace}  generation {ack.generation}  {ack.entry_count} entries  "
         f"{_size(ack.logical_bytes)}: {_size(ack.bytes_stored)} stored, "
         f"{_size(ack.bytes_deduplicated)} deduplicated"
     )
     if ack.evicted_ids:
-        click.echo(f"a quota evicted {len(ack.evicted_ids)} older checkpoint(s):")
+        echo(f"a quota evicted {len(ack.evicted_ids)} older checkpoint(s):")
         for cid in ack.evicted_ids:
-            click.echo(f"  {cid}")
+            echo(f"  {cid}")
 
 
 @main.command()
@@ -441,8 +423,8 @@ def current(db: str, namespace: str, as_json: bool) -> None:
         _print_json({"checkpoint": cp.info, "pointer": pointer})
         return
     assert pointer is not None
-    click.echo(cp.id)
-    click.echo(
+    echo(cp.id)
+    echo(
         f"generation {cp.generation}  created {_when(cp.created_at)}  {len(cp.entries)} "
         f"entries  {_size(cp.total_size)}  pointer revision {pointer.revision}"
     )
@@ -510,6 +492,8 @@ def log(
     Markers: * current, ~ fallback, P pinned; with --all, o marks a checkpoint that CURRENT
     does not descend from. --graph draws forks (commits made on an older base) like
     `git log --graph`; without --all it shows the lineage of CURRENT and of the fallback.
+    Lanes past the 16th share one column with a count, so a line stays short however many
+    forks there are: `*+N` is the checkpoint and N other lanes, `|+N` N+1 lanes passing.
     """
     with _open(db, readonly=True) as handle:
         if graph or show_all:
@@ -540,7 +524,7 @@ def log(
         )
         return
     fallback = result.fallback_id[:12] if result.fallback_id else "none"
-    click.echo(
+    echo(
         f"namespace {namespace}: CURRENT {result.current_id[:12]}, fallback {fallback}, "
         f"pointer revision {result.revision}"
     )
@@ -548,8 +532,8 @@ def log(
         width = max((len(line) for n in result.nodes for line in n.graph), default=1)
         for n in result.nodes:
             for line in n.graph[:-1]:
-                click.echo(line)
-            click.echo(
+                echo(line)
+            echo(
                 f"{n.graph[-1].ljust(width)}  {n.id[:12]}  gen {n.generation}  "
                 f"{_when(n.created_at)}  {n.entry_count} entries  {_size(n.total_size)}  "
                 f"{_marks(n)}  {_summary(n.metadata)}".rstrip()
@@ -600,10 +584,10 @@ def diff(db: str, a: str, b: str, as_json: bool) -> None:
         ),
         "unrelated": "A and B are unrelated (no common stored ancestor)",
     }[d.relation]
-    click.echo(f"A {d.a[:12]} ({d.namespace_a}, {_size(d.size_a)})")
-    click.echo(f"B {d.b[:12]} ({d.namespace_b}, {_size(d.size_b)})")
-    click.echo(relation)
-    click.echo(f"{len(d.entries)} entries differ, {d.unchanged} unchanged")
+    echo(f"A {d.a[:12]} ({d.namespace_a}, {_size(d.size_a)})")
+    echo(f"B {d.b[:12]} ({d.namespace_b}, {_size(d.size_b)})")
+    echo(relation)
+    echo(f"{len(d.entries)} entries differ, {d.unchanged} unchanged")
     sign = {"added": "+", "removed": "-", "changed": "~"}
     for e in d.entries:
         if e.change == "added":
@@ -619,7 +603,7 @@ def diff(db: str, a: str, b: str, as_json: bool) -> None:
             detail = (
                 f"{_size(e.size_a or 0)} -> {_size(e.size_b or 0)}, {_size(e.bytes_shared)} shared"
             )
-        click.echo(f"  {sign[e.change]} {e.name}  {detail}")
+        echo(f"  {sign[e.change]} {e.name}  {detail}")
     for m in d.metadata:
         if m.change == "added":
             text = f"+ {m.key} = {json.dumps(m.b, ensure_ascii=False)}"
@@ -630,7 +614,7 @@ def diff(db: str, a: str, b: str, as_json: bool) -> None:
                 f"~ {m.key}: {json.dumps(m.a, ensure_ascii=False)} -> "
                 f"{json.dumps(m.b, ensure_ascii=False)}"
             )
-        click.echo(f"  metadata {text}")
+        echo(f"  metadata {text}")
 
 
 @main.command()
@@ -646,14 +630,14 @@ def show(db: str, checkpoint: str, as_json: bool) -> None:
     if as_json:
         _print_json(info)
         return
-    click.echo(f"checkpoint  {info.id}")
-    click.echo(f"namespace   {info.namespace}")
-    click.echo(f"parent      {info.parent_id or '-'}")
-    click.echo(f"generation  {info.generation}")
-    click.echo(f"created     {_when(info.created_at)}")
-    click.echo(f"revision    {info.code_revision or '-'}")
-    click.echo(f"metadata    {json.dumps(info.metadata, ensure_ascii=False, sort_keys=True)}")
-    click.echo("")
+    echo(f"checkpoint  {info.id}")
+    echo(f"namespace   {info.namespace}")
+    echo(f"parent      {info.parent_id or '-'}")
+    echo(f"generation  {info.generation}")
+    echo(f"created     {_when(info.created_at)}")
+    echo(f"revision    {info.code_revision or '-'}")
+    echo(f"metadata    {json.dumps(info.metadata, ensure_ascii=False, sort_keys=True)}")
+    echo("")
     _table(
         ["entry", "size", "digest", "media type", "schema"],
         [[e.name, _size(e.size), e.digest, e.media_type, e.schema_pin] for e in info.entries],
@@ -747,12 +731,12 @@ def checkout(
     if as_json:
         _print_json(result)
     else:
-        click.echo(
+        echo(
             f"checked out {result.checkpoint_id[:12]} ({result.files} files, "
             f"{_size(result.bytes)}) into {result.target}"
         )
     if degraded:
-        click.echo(
+        echo(
             f"warning: fell back: {str(result.requested_id)[:12]} does not verify (or fails "
             f"your checks), so its newest usable ancestor {result.checkpoint_id[:12]} was "
             "checked out instead "
@@ -760,7 +744,7 @@ def checkout(
             err=True,
         )
         for r in result.rejected:
-            click.echo(f"  rejected {r.checkpoint_id[:12]}: {r.code}", err=True)
+            echo(f"  rejected {r.checkpoint_id[:12]}: {r.code}", err=True)
         sys.exit(EXIT_DEGRADED)
 
 
@@ -778,7 +762,7 @@ def verify(db: str, quick: bool, quiet: bool, as_json: bool) -> None:
         _print_json(report)
     else:
         state = "OK" if report.ok else f"FAILED: {len(report.problems)} problem(s)"
-        click.echo(
+        echo(
             f"{state} -- sqlite {report.sqlite_integrity}; {report.checkpoints_checked} "
             f"checkpoints, {report.blobs_checked} blobs, {report.chunks_checked} chunks, "
             f"{_size(report.bytes_checked)} checked, {report.pointers_checked} pointers"
@@ -829,7 +813,10 @@ def sql(
     query (exit 12); Ctrl-C interrupts it cleanly (exit 130). BLOBs print as x'..' (table,
     CSV) or {"hex": ".."} (JSON); JSON is always valid (a repeated column gets a suffix
     x:2; non-finite floats are the strings "Infinity", "-Infinity", "NaN"). An empty result
-    still prints the header.
+    still prints the header. The table shows at most 1,000 characters of a value (the rest
+    is cut, marked with …, and said on stderr); --json and --csv print every value whole,
+    streamed in pieces (memory stays about the size of the largest value). CSV writes
+    values exactly as stored, control characters included; the table escapes them.
     """
     bound = cli_sql.parse_params(params)
     with _open(db, readonly=True) as handle:
@@ -873,10 +860,10 @@ def stats(db: str, as_json: bool) -> None:
         ("dedup ratio", st.dedup_ratio),
     ]
     for key, value in rows:
-        click.echo(f"{key:<15} {value}")
+        echo(f"{key:<15} {value}")
     if st.usage:
         shown = sorted(st.usage, key=lambda u: (-u.logical_bytes, u.namespace))[:STATS_NAMESPACES]
-        click.echo("")
+        echo("")
         _table(
             ["namespace", "checkpoints", "logical", "stored"],
             [
@@ -885,7 +872,7 @@ def stats(db: str, as_json: bool) -> None:
             ],
         )
         if len(st.usage) > len(shown):
-            click.echo(f"... and {len(st.usage) - len(shown)} more namespaces (--json lists all)")
+            echo(f"... and {len(st.usage) - len(shown)} more namespaces (--json lists all)")
 
 
 @main.command(name="export")
@@ -932,15 +919,15 @@ def _transfer_output(receipt: Any, as_json: bool) -> None:
     if as_json:
         _print_json(receipt)
         return
-    click.echo(
+    echo(
         f"{receipt.kind}: {receipt.checkpoints_copied} checkpoints copied "
         f"({receipt.checkpoints_present} already present), {receipt.blobs_copied} blobs, "
         f"{_size(receipt.bytes_copied)} -> {receipt.destination}"
     )
     if receipt.pointers_moved:
-        click.echo(f"CURRENT set for: {', '.join(receipt.pointers_moved)}")
+        echo(f"CURRENT set for: {', '.join(receipt.pointers_moved)}")
     for c in receipt.conflicts:
-        click.echo(
+        echo(
             f"conflict: {c.namespace}: CURRENT is {str(c.current)[:12]}, the source has "
             f"{c.incoming[:12]} (not an ancestor); left unchanged (use --overwrite)",
             err=True,
@@ -1001,7 +988,7 @@ def fork(db: str, source: str, target: str, limit: int | None, reason: str, as_j
     if as_json:
         _print_json(report)
         return
-    click.echo(
+    echo(
         f"{target}: {len(report.copies)} checkpoint(s) of {source} copied ({report.created} new, "
         f"no blob bytes); CURRENT is {report.current_id}"
     )
@@ -1036,15 +1023,15 @@ def set_current(
     if as_json:
         _print_json(pointer)
         return
-    click.echo(f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})")
+    echo(f"{namespace}: CURRENT is now {pointer.current_id} (revision {pointer.revision})")
     fallback = pointer.fallback_id[:12] if pointer.fallback_id else "none"
     if before is not None and before.current_id not in (pointer.fallback_id, pointer.current_id):
-        click.echo(
+        echo(
             f"fallback: {fallback} ({before.current_id[:12]} is damaged and was not made the "
             "fallback; see `ckptdb receipts DB --kind set_current`)"
         )
     else:
-        click.echo(f"fallback: {fallback}")
+        echo(f"fallback: {fallback}")
 
 
 @main.command()
@@ -1232,27 +1219,27 @@ def gc(
         _print_json(report)
         return
     if unset:
-        click.echo(
+        echo(
             "no retention policy is set, so every checkpoint is kept; pass --keep-* rules "
             "(e.g. --keep-last 10 --keep-within 7d) or store a policy with "
             "`ckptdb retention set DB --keep-...`"
         )
     verb = "would delete" if report.dry_run else "deleted"
-    click.echo(
+    echo(
         f"{verb} {report.checkpoints_deleted} of {report.checkpoints_examined} checkpoints "
         f"({report.checkpoints_kept} kept), {report.blobs_deleted} blobs, "
         f"{report.chunks_deleted} chunks: {_size(report.bytes_freed)} freed"
     )
     if not report.dry_run:
-        click.echo(
+        echo(
             f"file {_size(report.file_bytes_before)} -> {_size(report.file_bytes_after)} "
             f"({report.pages_reclaimed} pages returned); receipt #{report.receipt_id}"
         )
     elif report.deleted_ids:
         for cid in report.deleted_ids[:20]:
-            click.echo(f"  {cid}")
+            echo(f"  {cid}")
         if len(report.deleted_ids) > 20:
-            click.echo(f"  ... and {len(report.deleted_ids) - 20} more (--json lists all)")
+            echo(f"  ... and {len(report.deleted_ids) - 20} more (--json lists all)")
 
 
 class _GroupDbLast(click.Group):
@@ -1331,7 +1318,7 @@ def retention_set(
     if as_json:
         _print_json(out)
     else:
-        click.echo(f"retention for {out['scope']}: {json.dumps(out['policy'])}")
+        echo(f"retention for {out['scope']}: {json.dumps(out['policy'])}")
 
 
 @retention.command(name="clear")
@@ -1346,7 +1333,7 @@ def retention_clear(db: str, namespace: str | None, as_json: bool) -> None:
     if as_json:
         _print_json({"scope": namespace or "*", "removed": removed})
     else:
-        click.echo(("removed" if removed else "no policy for") + f" {namespace or '*'}")
+        echo(("removed" if removed else "no policy for") + f" {namespace or '*'}")
 
 
 def _quota_limits(quota: Any) -> str:
@@ -1417,7 +1404,7 @@ def quota_set(
     if as_json:
         _print_json(stored)
     else:
-        click.echo(
+        echo(
             f"quota {stored.prefix!r} ({stored.applies_to}): at most {_quota_limits(stored)}; "
             f"on exceed: {stored.on_exceed}"
         )
@@ -1473,7 +1460,7 @@ def quota_clear(db: str, prefix: str, applies_to: str, as_json: bool) -> None:
     if as_json:
         _print_json({"prefix": prefix, "applies_to": applies_to, "removed": removed})
     else:
-        click.echo(("removed" if removed else "no") + f" quota {prefix!r} ({applies_to})")
+        echo(("removed" if removed else "no") + f" quota {prefix!r} ({applies_to})")
 
 
 @main.command()
@@ -1493,7 +1480,7 @@ def pin(
     if as_json:
         _print_json(result)
     else:
-        click.echo(f"pinned {result.checkpoint_id[:12]} ({result.namespace}) as {result.name}")
+        echo(f"pinned {result.checkpoint_id[:12]} ({result.namespace}) as {result.name}")
 
 
 @main.command()
@@ -1508,7 +1495,7 @@ def unpin(db: str, name: str, as_json: bool) -> None:
     if as_json:
         _print_json(result)
     else:
-        click.echo(f"unpinned {result.name} ({result.checkpoint_id[:12]})")
+        echo(f"unpinned {result.name} ({result.checkpoint_id[:12]})")
 
 
 @main.group(cls=_GroupDbLast)
@@ -1557,7 +1544,7 @@ def keys_set(db: str, prefix: str, key_id: str, as_json: bool) -> None:
     if as_json:
         _print_json(scope)
         return
-    click.echo(f"namespaces under {scope.prefix!r} are encrypted with key id {scope.key_id!r}")
+    echo(f"namespaces under {scope.prefix!r} are encrypted with key id {scope.key_id!r}")
 
 
 @keys.command(name="rotate")
@@ -1579,13 +1566,15 @@ def keys_rotate(
         else keyfile.read_key_env(str(new_key_env))
     )
     if key_id not in found:
-        raise errors.InvalidKeyError(f"the new key source has no key for {key_id!r}")
+        raise errors.InvalidKeyError(
+            f"the new key source has no key for {keyids.shown(key_id)}"
+        )
     with _open(db) as handle:
         scope = handle.rotate_key(key_id, found[key_id])
     if as_json:
         _print_json(scope)
         return
-    click.echo(f"key id {key_id!r} re-wrapped: generation {scope.key_generation}")
+    echo(f"key id {key_id!r} re-wrapped: generation {scope.key_generation}")
 
 
 @keys.command(name="shred")
@@ -1598,14 +1587,14 @@ def keys_shred(db: str, key_id: str, yes: bool, as_json: bool) -> None:
     """Crypto-shred KEY_ID: delete every namespace of its scope and its wrapped key."""
     if not yes:
         raise errors.InvalidInputError(
-            f"shredding {key_id!r} destroys its data for good; add --yes to confirm"
+            f"shredding {keyids.shown(key_id)} destroys its data for good; add --yes to confirm"
         )
     with _open(db) as handle:
         report = handle.shred_key(key_id)
     if as_json:
         _print_json(report)
         return
-    click.echo(
+    echo(
         f"shredded {key_id!r}: {len(report.namespaces)} namespaces, "
         f"{report.checkpoints_deleted} checkpoints deleted"
         + ("" if report.wal_truncated else " (WAL not yet truncated: a reader held it)")
@@ -1635,13 +1624,13 @@ def _prune_output(report: Any, as_json: bool) -> None:
         _print_json(report)
         return
     verb = "would delete" if report.dry_run else "deleted"
-    click.echo(
+    echo(
         f"{verb} {report.checkpoints_deleted} checkpoints, {report.blobs_deleted} blobs, "
         f"{report.chunks_deleted} chunks: {_size(report.bytes_freed)} freed"
     )
     why = {"protected": "a CURRENT, a fallback or pinned"}
     for skip in report.skipped:
-        click.echo(f"kept {skip.checkpoint_id[:12]}: {why.get(skip.code, skip.detail)}")
+        echo(f"kept {skip.checkpoint_id[:12]}: {why.get(skip.code, skip.detail)}")
 
 
 @main.command(name="drop-namespace")
@@ -1656,7 +1645,7 @@ def drop_namespace(db: str, namespace: str, force: bool, dry_run: bool, as_json:
     with _open(db, readonly=dry_run) as handle:
         report = handle.drop_namespace(namespace, force=force, dry_run=dry_run)
     if not report.namespaces and not as_json:
-        click.echo(f"nothing to drop: there is no namespace {namespace!r} (any more)")
+        echo(f"nothing to drop: there is no namespace {namespace!r} (any more)")
         return
     _prune_output(report, as_json)
 
@@ -1710,15 +1699,15 @@ def migrate_status(db: str, as_json: bool) -> None:
         _print_json(status)
         return
     state = "up to date" if status.up_to_date else f"{len(status.pending)} pending"
-    click.echo(
+    echo(
         f"{status.path}: schema version {status.file_version}, this ckptdb knows "
         f"{status.code_version} ({state})"
     )
     for m in status.pending:
-        click.echo(f"  pending {m.version:04d}_{m.name}  {m.checksum[:12]}")
+        echo(f"  pending {m.version:04d}_{m.name}  {m.checksum[:12]}")
     for name, version in status.sets.items():
         if name != "core":
-            click.echo(f"  migration set {name}: version {version}")
+            echo(f"  migration set {name}: version {version}")
 
 
 @migrate.command(name="plan")
@@ -1734,10 +1723,10 @@ def migrate_plan(db: str, to: int | None, as_json: bool) -> None:
         _print_json(plan)
         return
     if not plan:
-        click.echo("-- nothing to do: the schema is up to date")
+        echo("-- nothing to do: the schema is up to date")
     for m in plan:
-        click.echo(f"-- {m.migration_set} {m.version:04d}_{m.name} (sha256 {m.checksum})")
-        click.echo(m.sql or "")
+        echo(f"-- {m.migration_set} {m.version:04d}_{m.name} (sha256 {m.checksum})")
+        block(m.sql or "")
 
 
 @migrate.command(name="up")
@@ -1772,13 +1761,13 @@ def migrate_up(
         _print_json(result)
         return
     if not result.applied:
-        click.echo(f"nothing to do: {result.path} is at version {result.to_version}")
+        echo(f"nothing to do: {result.path} is at version {result.to_version}")
         return
     if result.backup_path:
-        click.echo(f"backup (verified): {result.backup_path}")
+        echo(f"backup (verified): {result.backup_path}")
     for m in result.applied:
-        click.echo(f"applied {m.version:04d}_{m.name}")
-    click.echo(f"{result.path}: version {result.from_version} -> {result.to_version}")
+        echo(f"applied {m.version:04d}_{m.name}")
+    echo(f"{result.path}: version {result.from_version} -> {result.to_version}")
 
 
 @migrate.command(name="history")
@@ -1851,12 +1840,12 @@ def import_from(
 def _import_from_output(report: Any) -> None:
     new = sum(1 for i in report.imported if i.created)
     verb = "would import" if report.dry_run else "imported"
-    click.echo(
+    echo(
         f"{verb} {new} checkpoints ({len(report.imported) - new} already present) "
         f"into {', '.join(report.namespaces) or '-'}; {len(report.skipped)} skipped"
     )
     for skip in report.skipped:
-        click.echo(f"skipped {skip.source_id}: {skip.code}: {skip.detail}", err=True)
+        echo(f"skipped {skip.source_id}: {skip.code}: {skip.detail}", err=True)
 
 
 @main.command()
@@ -1865,7 +1854,7 @@ def _import_from_output(report: Any) -> None:
 def demo(db: str) -> None:
     """Run the Quickstart tour on DB (default demo.ckpt); your data is never damaged."""
     for line in run_demo(db):
-        click.echo(line)
+        echo(line)
 
 
 # `ckptdb replicate` and `ckptdb restore` live with the replication code.
@@ -1884,6 +1873,7 @@ def completion(shell: str) -> None:
     """
     cls = get_completion_class(shell)
     assert cls is not None  # the choices are the shells click supports
+    # A script of ckptdb's own (no value from a file), which the shell must get exactly.
     click.echo(cls(main, {}, "ckptdb", "_CKPTDB_COMPLETE").source())
 
 

@@ -137,3 +137,12 @@ def test_bench_encryption_quick(tmp_path: Path) -> None:
         assert large[side]["write_peak_rss_growth_MiB"] >= 0
     assert _positive(large["write_time_ratio"], large["read_time_ratio"])
     assert _positive(large["paired_median_write_ratio"], large["paired_median_read_cpu_ratio"])
+
+
+@pytest.mark.slow
+def test_bench_secure_delete_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_secure_delete.py", "--quick", "--dir", str(tmp_path))
+    cpu = report["small_commit_cpu"]
+    assert _positive(cpu["off_us"], cpu["check_us"], cpu["on_us"], cpu["check_alone_us"])
+    for mode in ("off", "check", "on"):
+        assert _positive(*report["gc"][mode].values())

@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeVar
 import apsw
 
 from .. import errors
+from . import walhook
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 SqlValue = None | int | float | str | bytes
@@ -263,6 +264,11 @@ class Connection:
         self.synchronous = synchronous
         self.lock_waits = lock_waits or LockWaits()
         self._lock = threading.RLock()
+        #: Called inside every write transaction, right after ``BEGIN IMMEDIATE`` and before
+        #: the caller's first statement: it sees the file as it is under the write lock,
+        #: not as it was when this connection opened (ops/handle.py turns ``secure_delete``
+        #: on there once the file has key scopes).
+        self.on_write_begin: Callable[[], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -588,6 +594,8 @@ class Connection:
             except apsw.Error as exc:
                 raise _translate(exc, "BEGIN IMMEDIATE") from exc
             try:
+                if self.on_write_begin is not None:
+                    self.on_write_begin()
                 yield
             except BaseException:
                 self._rollback_quietly()
@@ -713,6 +721,8 @@ class Connection:
         snapshots: ``wait`` bounds that wait (seconds) instead of the busy timeout, so
         reclaiming space never starves writers behind a steady stream of readers.
         """
+        if walhook.replicator_running(self.path):
+            return (0, -1, -1)  # only Litestream checkpoints a file it replicates (walhook)
         if mode != "PASSIVE" and self.litestream_managed():
             mode = "PASSIVE"  # a WAL restart under Litestream would break its replication
         previous = self.lock_waits.timeout
@@ -725,6 +735,26 @@ class Connection:
         finally:
             self.lock_waits.timeout = previous
         return row if row is not None else (0, 0, 0)
+
+    def empty_wal_for_replicator(self, wait: float) -> bool:
+        """Checkpoint every frame and truncate the WAL to nothing, for a replicator about to
+        start (it holds the replicator lock, so no ckptdb connection restarts the WAL until
+        Litestream runs). Returns False if readers kept it from finishing within ``wait``.
+
+        Litestream 0.5.x, starting on a WAL that another connection restarted while no
+        Litestream ran, trusts its old position as long as the frame it last copied is
+        still at its offset (a shorter new generation leaves old frames behind it), and
+        never ships what the old generation held after that frame. An empty WAL makes it
+        take a snapshot instead."""
+        previous = self.lock_waits.timeout
+        self.lock_waits.timeout = wait
+        try:
+            row = self.one("PRAGMA wal_checkpoint(TRUNCATE)")
+        except errors.BusyTimeoutError:
+            return False
+        finally:
+            self.lock_waits.timeout = previous
+        return row is None or not row[0]
 
     def backup_to(self, dest_path: str) -> None:
         """Copy a consistent snapshot of the database to a new file (online backup API)."""
@@ -770,6 +800,9 @@ def open_connection(
         ):
             raw.pragma(pragma, value)
         conn = Connection(raw, path, readonly, synchronous, waits)
+        if not readonly:
+            # Replaces SQLite's automatic checkpoint: none while a replicator runs (walhook).
+            raw.set_wal_hook(walhook.wal_hook(path))
         if not readonly and conn._replicated_quietly():
             raw.pragma("journal_size_limit", -1)  # Litestream decides when the WAL shrinks
     except apsw.Error as exc:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
-from .. import errors, models, validation
+from .. import errors, keyids, models, validation
 from ..store import Store, blobs, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
 from . import gc
 from .handle import Handle
 
-MAX_KEY_ID_CHARS = 200
+MAX_KEY_ID_CHARS = keyids.MAX_KEY_ID_CHARS
 MAX_PREFIX_CHARS = 1024
 
 
@@ -26,26 +27,27 @@ def _now_ms() -> int:
 
 
 def key_id(value: object) -> str:
-    """A validated key id: printable text without NUL, 1-200 characters."""
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_ID_CHARS:
-        raise errors.InvalidKeyError(
-            f"a key id must be a str of 1-{MAX_KEY_ID_CHARS} characters, got {value!r}"
-        )
-    if not value.isprintable() or validation.has_surrogate(value):
-        raise errors.InvalidKeyError(
-            f"key id {value!r} holds control or unpaired surrogate characters; use printable text"
-        )
-    return value
+    """A validated key id (``keyids.check``: never echoes what it was given)."""
+    return keyids.check(value)
 
 
 def _prefix(value: object) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_PREFIX_CHARS:
+    # A key passed in the prefix's place (set_encryption(key, key_id=...)) must not be
+    # echoed: a rejected prefix is described, never shown.
+    if not isinstance(value, str):
         raise errors.InvalidNamespaceError(
-            f"a key scope prefix must be a str of 1-{MAX_PREFIX_CHARS} characters, got {value!r}"
+            f"a key scope prefix must be a str of 1-{MAX_PREFIX_CHARS} characters, got "
+            f"{type(value).__name__}"
+        )
+    if not 1 <= len(value) <= MAX_PREFIX_CHARS:
+        raise errors.InvalidNamespaceError(
+            f"a key scope prefix must be a str of 1-{MAX_PREFIX_CHARS} characters, got "
+            f"{len(value)}"
         )
     if "\0" in value or validation.has_surrogate(value):
         raise errors.InvalidNamespaceError(
-            f"key scope prefix {value!r} holds NUL or unpaired surrogates"
+            f"a key scope prefix must not hold NUL or unpaired surrogates (got {len(value)} "
+            "characters holding one)"
         )
     return value
 
@@ -70,8 +72,9 @@ def _row(store: Store, kid: str) -> ScopeRow:
         if row.key_id == kid:
             return row
     raise errors.NotFoundError(
-        f"no key scope with key id {kid!r}; create one with set_encryption(prefix, key_id=...)",
-        key_id=kid,
+        f"no key scope with key id {keyids.shown(kid)}; create one with "
+        "set_encryption(prefix, key_id=...)",
+        key_id=keyids.detail(kid),
     )
 
 
@@ -91,13 +94,15 @@ def set_encryption(
     text = _prefix(prefix)
     kid = key_id(key_id_value)
     if type(metadata) is not bool:
-        raise errors.InvalidInputError(f"metadata must be True or False, got {metadata!r}")
+        raise errors.InvalidInputError(
+            f"metadata must be True or False, got {type(metadata).__name__}"
+        )
     kek = handle.keyring.host_key(kid)
     if kek is None:
         raise errors.KeyUnavailableError(
-            f"set_encryption needs the key for key id {kid!r}: open the database with "
-            f"keys={{{kid!r}: <32-byte key>}} (or a key provider that knows it)",
-            key_id=kid,
+            f"set_encryption needs the key for key id {keyids.shown(kid)}: open the database "
+            "with keys={key_id: <32-byte key>} (or a key provider that knows it)",
+            key_id=keyids.detail(kid),
         )
     now = _now_ms()
     with handle.use(write=True) as store:
@@ -119,13 +124,13 @@ def _create_scope(
             if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
                 return _info(row, len(checkpoints.namespaces_of_scope(conn, row.scope_id)))
             raise errors.ScopeConflictError(
-                f"key id {kid!r} already encrypts {row.prefix!r}"
+                f"key id {keyids.shown(kid)} already encrypts {row.prefix!r}"
                 + (" (shredded)" if row.shredded else "")
                 + "; a key id names one scope. Choose another key id."
             )
         if text.startswith(row.prefix) or row.prefix.startswith(text):
             raise errors.ScopeConflictError(
-                f"prefix {text!r} overlaps {row.prefix!r} (key id {row.key_id!r}"
+                f"prefix {text!r} overlaps {row.prefix!r} (key id {keyids.shown(row.key_id)}"
                 + (", shredded" if row.shredded else "")
                 + "); key scope prefixes must not contain one another"
             )
@@ -137,6 +142,9 @@ def _create_scope(
             "prefix (or copy the data into one)."
         )
     data_key = crypto.new_data_key()
+    # This transaction's check found no scope yet (ops/handle.py): from this row on the
+    # file has one, so whatever it frees or rebalances from here is zeroed too.
+    scopes.zero_deleted_content(conn)
     scope_id = scopes.insert(
         conn,
         key_id=kid,
@@ -169,7 +177,58 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
         # Still holding the handle, so no other thread unlocks with the old key meanwhile.
         handle.keyring.use_host_key(kid, new)
         handle.scopes_changed()
+        # The UPDATE overwrote the old wrapped key in its page, but the WAL still holds
+        # earlier frames of that page: with the old (leaked) host key they open the data
+        # key, which rotation does not change. Retire them, so a copy of the file and its
+        # WAL taken from now on holds the new wrapped key only.
+        _retire_wal(
+            handle,
+            store,
+            lambda emptied: receipts.store_receipt(
+                store.conn,
+                "rotate_key",
+                {
+                    "key_id": kid,
+                    "key_generation": rotated.key_generation,
+                    "wal_truncated": emptied,
+                },
+                namespace=None,
+                checkpoint_id=None,
+                at_ms=now,
+            ),
+        )
     return _info(rotated, count)
+
+
+def _wal_empty(handle: Handle, store: Store) -> bool:
+    """True when the WAL holds no frame on disk (False under Litestream, whose WAL ckptdb
+    never truncates)."""
+    wal = handle.path + "-wal"
+    return not store.conn.litestream_managed() and (
+        not os.path.exists(wal) or os.path.getsize(wal) == 0
+    )
+
+
+def _retire_wal(handle: Handle, store: Store, record: Callable[[bool], int]) -> tuple[int, bool]:
+    """Empty the WAL after an act that retired key material (a rotation's old wrapped key,
+    a shredded scope's pages), with ``record(emptied)`` -- the act's receipt -- as the first
+    transaction of the emptied WAL. Returns (receipt id, whether the WAL ended empty).
+
+    The checkpoint copies the current pages into the file (the retired bytes there were
+    overwritten, and deleted content is zeroed: ``secure_delete``) and truncates the WAL.
+    SQLite does not sync the WAL after truncating it, so until the next commit's fsync a
+    power loss could bring back the WAL as of its last sync -- old frames among them: the
+    receipt is that commit, and what a power loss can bring back from then on is its frames
+    alone; the second checkpoint removes those too. While Litestream manages the file these
+    checkpoints are PASSIVE (``Connection.wal_checkpoint``): the WAL is Litestream's to
+    restart, so old frames stay in it until Litestream does, and ``False`` says so."""
+    conn = store.conn
+    conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
+    emptied = _wal_empty(handle, store)
+    with conn.write_transaction():
+        receipt_id = record(emptied)
+    conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
+    return receipt_id, _wal_empty(handle, store)
 
 
 def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
@@ -177,7 +236,10 @@ def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tup
         conn = store.conn
         row = _row(store, kid)
         if row.shredded:
-            raise errors.KeyShreddedError(f"key id {kid!r} was shredded; nothing to rotate")
+            raise errors.KeyShreddedError(
+                f"key id {keyids.shown(kid)} was shredded; nothing to rotate",
+                key_id=keyids.detail(kid),
+            )
         data_key = handle.keyring.data_key(row)  # KeyMismatch/KeyUnavailable: nothing written
         wrapped = crypto.wrap(
             new,
@@ -188,14 +250,6 @@ def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tup
             scope_id=row.scope_id,
         )
         scopes.rewrap(conn, row, wrapped, now)
-        receipts.store_receipt(
-            conn,
-            "rotate_key",
-            {"key_id": kid, "key_generation": row.key_generation + 1},
-            namespace=None,
-            checkpoint_id=None,
-            at_ms=now,
-        )
         return _row(store, kid), len(checkpoints.namespaces_of_scope(conn, row.scope_id))
 
 
@@ -229,16 +283,14 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
         # 3. Staged or orphaned records of the scope.
         with conn.write_transaction():
             blobs_deleted, chunks_deleted = blobs.delete_scope_records(conn, row.scope_id)
-        # 4. Overwritten pages reach the file and the WAL is emptied, so no earlier frame
-        # with the wrapped key or the scope's bytes stays on disk in the WAL.
+        # 4. Free pages go back to the OS (zeroed first: secure_delete); then the WAL is
+        # emptied with the receipt as its first transaction, so no earlier frame with the
+        # wrapped key or the scope's bytes stays on disk.
         gc.reclaim(conn)
-        conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
-        # 5. The receipt, as the first transaction of the emptied WAL: SQLite does not sync
-        # the WAL after truncating it, so until this commit's fsync a power loss could bring
-        # back the WAL as of its last sync -- old frames, the wrapped key's among them. What
-        # a power loss can bring back from now on is this transaction's frames alone.
-        with conn.write_transaction():
-            receipt_id = receipts.store_receipt(
+        receipt_id, truncated = _retire_wal(
+            handle,
+            store,
+            lambda _emptied: receipts.store_receipt(
                 conn,
                 "shred_key",
                 {
@@ -252,11 +304,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
                 namespace=None,
                 checkpoint_id=None,
                 at_ms=now,
-            )
-        conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
-        wal = handle.path + "-wal"
-        truncated = not conn.litestream_managed() and (
-            not os.path.exists(wal) or os.path.getsize(wal) == 0
+            ),
         )
     return models.ShredReport(
         key_id=kid,

@@ -55,7 +55,8 @@ class Handle:
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
         #: a file, for inspection)
         self.schema_problems: list[str] = []
-        self._apply_scope_settings()
+        self._zero_freed_content_once_scoped()
+        self._read_scopes()
 
     def verified_manifest(self, row: CheckpointRow) -> list[EntryRow] | None:
         """The entries of ``row``'s manifest if this very row verified before, else None."""
@@ -133,21 +134,45 @@ class Handle:
         self._store = Store.on(
             self._reopen(), self._store.chunk_size, self._store.chunker, self.keyring
         )
-        self._apply_scope_settings()
+        self._zero_freed_content_once_scoped()
+        self._read_scopes()
         self._broken = False
         return self._store
 
-    def _apply_scope_settings(self) -> None:
-        # In a file with key scopes, freed pages are overwritten: a shredded scope's bytes
-        # and wrapped key must not survive in free space. Only once the schema has scopes.
-        if not self.pending and self.keyring.any_scopes(self._store.conn):
-            scopes.secure_delete(self._store.conn)
+    def _zero_freed_content_once_scoped(self) -> None:
+        # Whether this connection zeroes what it frees is decided inside each write
+        # transaction, under the write lock, from the file as it is then -- never from what
+        # this handle saw when it opened: another process may create the first key scope at
+        # any time, and a page or cell freed (or left behind by a rebalance) without zeroing
+        # would keep that scope's wrapped key, records or metadata after a rotation or a
+        # shred. A file without key scopes pays one tiny read per write transaction and
+        # none of secure_delete's extra I/O (a GC of large entries writes ~6x the bytes
+        # with it on: docs/security.md). Scopes are never removed (a shred leaves a
+        # tombstone), so once on it stays on. Not while migrations are pending: the table
+        # may not exist yet (``set_layout`` comes back here after them).
+        conn = self._store.conn
+        if conn.readonly or self.pending:
+            return
+
+        def check() -> None:
+            if scopes.any_scope(conn):
+                scopes.zero_deleted_content(conn)
+                conn.on_write_begin = None
+
+        conn.on_write_begin = check
+
+    def _read_scopes(self) -> None:
+        # The key scopes are read here, once, into the keyring's cache: a commit's prepare
+        # step (outside the write lock, one per member of a group) then finds them in
+        # memory instead of reading the file. Not while migrations are pending.
+        if not self.pending:
+            self.keyring.rows(self._store.conn)
 
     def scopes_changed(self) -> None:
-        """This handle changed the file's key scopes: forget what it knew, apply settings."""
+        """This handle changed the file's key scopes: forget what it knew, read them again."""
         with self.lock:
             self.keyring.forget()
-            self._apply_scope_settings()
+            self._read_scopes()
 
     def mark_broken(self) -> None:
         """The connection is unusable: reconnect before its next use."""
@@ -157,7 +182,8 @@ class Handle:
         """The file's layout became readable (after its migrations)."""
         with self.lock:
             self._store = Store.on(self._store.conn, chunk_size, chunker, self.keyring)
-            self._apply_scope_settings()
+            self._zero_freed_content_once_scoped()
+            self._read_scopes()
 
     def __enter__(self) -> Handle:
         return self

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .. import canonical, errors
+from .. import canonical, errors, keyids
 from . import codec
 
 #: The algorithm recorded in ``key_scope.algorithm``: the wrap, the derivation and the seal.
@@ -70,8 +70,8 @@ def check_key(key: object, key_id: str) -> bytes:
     if not isinstance(key, bytes) or len(key) != KEY_BYTES:
         got = f"{len(key)} bytes" if isinstance(key, bytes) else type(key).__name__
         raise errors.InvalidKeyError(
-            f"the key for key id {key_id!r} must be {KEY_BYTES} bytes (got {got}); generate "
-            "one with os.urandom(32) or take it from your KMS"
+            f"the key for key id {keyids.shown(key_id)} must be {KEY_BYTES} bytes (got "
+            f"{got}); generate one with os.urandom(32) or take it from your KMS"
         )
     return key
 
@@ -86,9 +86,9 @@ def _wrap_aad(key_id: str, prefix: str, generation: int, scope_id: int) -> bytes
         # The schema's CHECKs hold only for rows SQLite wrote; a damaged page can hold any
         # integer, and these are bound as unsigned 64-bit numbers.
         raise errors.CorruptionError(
-            f"the key scope of key id {key_id!r} holds an id or key generation out of range; "
-            "its key_scope row is damaged. Run `ckptdb verify`.",
-            key_id=key_id,
+            f"the key scope of key id {keyids.shown(key_id)} holds an id or key generation "
+            "out of range; its key_scope row is damaged. Run `ckptdb verify`.",
+            key_id=keyids.detail(key_id),
             reason="key_scope_damaged",
         )
     return (
@@ -116,18 +116,19 @@ def unwrap(
     this scope's current one (damaged, from another scope, or an older generation)."""
     if len(wrapped) != NONCE_BYTES + KEY_BYTES + TAG_BYTES:
         raise errors.KeyMismatchError(
-            f"the wrapped data key of key id {key_id!r} has the wrong length; it is damaged",
-            key_id=key_id,
+            f"the wrapped data key of key id {keyids.shown(key_id)} has the wrong length; it "
+            "is damaged",
+            key_id=keyids.detail(key_id),
         )
     aad = _wrap_aad(key_id, prefix, generation, scope_id)
     try:
         return AESGCM(kek).decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], aad)
     except InvalidTag:
         raise errors.KeyMismatchError(
-            f"the key given for key id {key_id!r} does not open this file's data key: it is "
-            "not the key the scope was last wrapped with (after rotate_key, use the new "
-            "key), or the stored wrapped key was altered. Nothing was written.",
-            key_id=key_id,
+            f"the key given for key id {keyids.shown(key_id)} does not open this file's data "
+            "key: it is not the key the scope was last wrapped with (after rotate_key, use "
+            "the new key), or the stored wrapped key was altered. Nothing was written.",
+            key_id=keyids.detail(key_id),
         ) from None
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from .. import errors
+from .. import errors, keyids
 from ..connection import Connection
 from . import crypto
 from .crypto import PLAINTEXT, Scope
@@ -51,7 +51,8 @@ class ScopeRow:
     key_id: str
     prefix: str
     algorithm: str
-    wrapped_key: bytes | None
+    #: kept out of repr: no repr, log line or message carries a wrapped key
+    wrapped_key: bytes | None = field(repr=False)
     key_generation: int
     seal_metadata: int
     created_at_ms: int
@@ -90,9 +91,10 @@ def covering_scope_id(conn: Connection, namespace: str) -> int | None:
     check_types(row, (int, str, int), "key scope row")
     if row[2]:
         raise errors.KeyShreddedError(
-            f"namespace {namespace!r} lies under the prefix of key id {row[1]!r}, which was "
-            "shredded; nothing was written. Use a namespace outside that prefix.",
-            key_id=row[1],
+            f"namespace {namespace!r} lies under the prefix of key id "
+            f"{keyids.shown(row[1])}, which was shredded; nothing was written. Use a namespace "
+            "outside that prefix.",
+            key_id=keyids.detail(row[1]),
         )
     return int(row[0])
 
@@ -127,9 +129,9 @@ def rewrap(conn: Connection, row: ScopeRow, wrapped: bytes, now_ms: int) -> None
     )
     if conn.changes() != 1:
         raise errors.ScopeChangedError(
-            f"key id {row.key_id!r} was rotated or shredded by another handle meanwhile; "
-            "nothing was written. Open again with the current key and retry.",
-            key_id=row.key_id,
+            f"key id {keyids.shown(row.key_id)} was rotated or shredded by another handle "
+            "meanwhile; nothing was written. Open again with the current key and retry.",
+            key_id=keyids.detail(row.key_id),
         )
 
 
@@ -141,9 +143,18 @@ def tombstone(conn: Connection, scope_id: int, now_ms: int) -> None:
     )
 
 
-def secure_delete(conn: Connection) -> None:
-    """Make SQLite overwrite deleted content with zeros on this connection: in a file with
-    key scopes, a freed page must not keep a shredded scope's bytes or wrapped key."""
+def any_scope(conn: Connection) -> bool:
+    """True when the file has a key scope (a shredded one too: its tombstone stays), read in
+    the caller's transaction."""
+    return bool(conn.scalar("SELECT EXISTS (SELECT 1 FROM key_scope)"))
+
+
+def zero_deleted_content(conn: Connection) -> None:
+    """Make SQLite overwrite with zeros, on this connection, whatever it frees: deleted
+    cells, freed pages, and the space a b-tree rebalance leaves behind (``secure_delete``
+    ON; FAST would leave freed pages and rebalance remnants as they were). In a file with
+    key scopes no freed page or cell may keep a scope's wrapped key, records or metadata
+    after a rotation, a GC or a shred."""
     conn.pragma("secure_delete", 1)
 
 
@@ -185,10 +196,6 @@ class Keyring:
             if row.covers(namespace):
                 return row
         return None
-
-    def any_scopes(self, conn: Connection) -> bool:
-        """True when the file has key scopes (shredded ones included)."""
-        return bool(self.rows(conn))
 
     # -- unlocking -------------------------------------------------------------------------
 
@@ -245,15 +252,16 @@ class Keyring:
             return cached
         if row.shredded:
             raise errors.KeyShreddedError(
-                f"key id {row.key_id!r} (namespaces under {row.prefix!r}) was shredded; its "
-                "data is gone and its prefix takes no new commits",
-                key_id=row.key_id,
+                f"key id {keyids.shown(row.key_id)} (namespaces under {row.prefix!r}) was "
+                "shredded; its data is gone and its prefix takes no new commits",
+                key_id=keyids.detail(row.key_id),
             )
         if row.algorithm != crypto.ALGORITHM:
             raise errors.SchemaError(
-                f"key id {row.key_id!r} uses encryption {row.algorithm!r}, which this ckptdb "
-                f"does not know (it knows {crypto.ALGORITHM!r}): the file was written by a "
-                "newer ckptdb (upgrade) or its key_scope row is damaged (run `ckptdb verify`)",
+                f"key id {keyids.shown(row.key_id)} uses encryption {row.algorithm!r}, which "
+                f"this ckptdb does not know (it knows {crypto.ALGORITHM!r}): the file was "
+                "written by a newer ckptdb (upgrade) or its key_scope row is damaged (run "
+                "`ckptdb verify`)",
             )
         data_key = self.data_key(row)
         scope = Scope.unlocked(
@@ -268,10 +276,10 @@ class Keyring:
         kek = self.host_key(row.key_id)
         if kek is None:
             raise errors.KeyUnavailableError(
-                f"namespaces under {row.prefix!r} are encrypted with key id {row.key_id!r}, "
-                "which this handle was not given; open with keys={"
-                f"{row.key_id!r}: <32-byte key>}} (other namespaces work without it)",
-                key_id=row.key_id,
+                f"namespaces under {row.prefix!r} are encrypted with key id "
+                f"{keyids.shown(row.key_id)}, which this handle was not given; open with "
+                "keys={key_id: <32-byte key>} (other namespaces work without it)",
+                key_id=keyids.detail(row.key_id),
             )
         assert row.wrapped_key is not None
         return crypto.unwrap(
