@@ -102,6 +102,7 @@ def open(
             "keys must be a mapping of key id -> 32-byte key, or a callable key_id -> bytes"
         )
     revision = validation.code_revision(code_revision)
+    max_metadata_bytes = validation.max_metadata_bytes(max_metadata_bytes)
     text = validation.open_arguments(
         path,
         migrate,
@@ -762,7 +763,15 @@ class Database:
     def rotate_key(self, key_id: str, new_key: bytes) -> models.KeyScope:
         """Re-wrap the scope's data key under ``new_key``: O(1), no data rewritten. This
         handle then uses the new key; other handles and processes must be given it (the old
-        one no longer opens the scope: KeyMismatchError). Needs the current key."""
+        one no longer opens the scope: KeyMismatchError). Needs the current key.
+
+        The old wrapped key is then gone from the file and its WAL (checkpointed and
+        truncated, as after :meth:`shred_key`), so a copy taken afterwards plus the old host
+        key opens nothing. The ``rotate_key`` receipt's ``wal_truncated`` is False when
+        that could not be done: a reader held the WAL past the busy timeout (a later GC, or
+        the close of the file's last connection, finishes it), or Litestream manages the
+        WAL (it restarts it; its replica keeps older generations until its retention drops
+        them)."""
         return encryption_op.rotate_key(self._handle, key_id, new_key)
 
     def shred_key(self, key_id: str) -> models.ShredReport:
@@ -995,12 +1004,13 @@ class Database:
         namespaces (all by default) -- from CURRENT back to ``since`` if given -- plus each
         fallback, and only the blobs they need. The new file is verified before it is
         renamed into place. ``progress(done, total)`` counts entry bytes copied."""
+        dest_path = validation.database_path(dest, "the export's destination")
         since_id = self.resolve(since) if since else None
         with self._handle.use() as store:
             return transfer.export_to(
                 store,
                 self.path,
-                os.fspath(dest),
+                dest_path,
                 namespaces=namespaces,
                 since=since_id,
                 progress=progress,
@@ -1021,11 +1031,12 @@ class Database:
         addressing skips what is already here). A CURRENT pointer is moved when this file has
         none for the namespace or when the move is a fast-forward; otherwise the conflict is
         reported and nothing is overwritten unless ``overwrite`` is true."""
+        source_path = validation.database_path(source, "the import's source")
         with self._handle.use(write=True) as store:
             return transfer.import_from(
                 store,
                 self.path,
-                os.fspath(source),
+                source_path,
                 namespaces=namespaces,
                 overwrite=overwrite,
                 progress=progress,

@@ -273,7 +273,7 @@ def metadata_update(value: Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def stored_json(text: str | bytes, what: str, reason: str, **details: Any) -> Any:
+def stored_json(text: object, what: str, reason: str, **details: Any) -> Any:
     """Parse JSON that ckptdb itself wrote into a file (metadata, settings, receipt bodies)
     and read back from it.
 
@@ -286,6 +286,8 @@ def stored_json(text: str | bytes, what: str, reason: str, **details: Any) -> An
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             text = "\ufffd"  # reported below as not valid JSON
+    if not isinstance(text, str):  # a damaged row: a number where text belongs
+        text = "\ufffd"
     # Counting brackets is cheap (C); only text with that many brackets gets the scan. At
     # exactly MAX_JSON_DEPTH + 1 open brackets the innermost container is at the limit and
     # must be empty, which only the parsed value shows (parsing that deep is safe).
@@ -429,6 +431,23 @@ def is_full_id(value: str) -> bool:
     return bool(_HEX_ID.fullmatch(value))
 
 
+def database_path(path: object, what: str) -> str:
+    """A path SQLite will open (a database, an export's destination, an import's source),
+    as text: SQLite names files in UTF-8, so a path holding bytes that are not UTF-8 is
+    refused here, before anything is created, rather than failing inside the driver."""
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else path
+    if not isinstance(text, str):
+        raise errors.InvalidInputError(
+            f"{what} must be a str or os.PathLike[str], not {type(text).__name__}"
+        )
+    if has_surrogate(text):
+        raise errors.InvalidInputError(
+            f"{what} {safe_text(text, 200)!r} holds bytes that are not UTF-8; SQLite names "
+            "files in UTF-8. Rename the file or directory, or choose another path."
+        )
+    return text
+
+
 def open_arguments(
     path: object,
     migrate: object,
@@ -448,20 +467,7 @@ def open_arguments(
         raise errors.InvalidInputError(
             f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
         )
-    if not isinstance(path, str | os.PathLike):
-        raise errors.InvalidInputError(
-            f"the database path must be a str or os.PathLike[str], not {type(path).__name__}"
-        )
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        raise errors.InvalidInputError(
-            f"the database path must be a str or os.PathLike[str], not {type(text).__name__}"
-        )
-    if has_surrogate(text):
-        raise errors.InvalidInputError(
-            f"the database path {text!r} holds bytes that are not UTF-8; SQLite names "
-            "files in UTF-8. Rename the file or directory, or choose another path."
-        )
+    text = database_path(path, "the database path")
     if chunk_size is not None and not (
         type(chunk_size) is int and min_chunk <= chunk_size <= max_chunk
     ):

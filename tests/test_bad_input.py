@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from conftest import all_files_digest, file_digest, raw_sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ckptdb
-from ckptdb import errors, validation
+from ckptdb import cli, errors, validation
 
 BAD_NAMES = [
     "",
@@ -294,3 +295,19 @@ def test_bad_open_options_are_refused(db_path: Path) -> None:
     with pytest.raises(errors.InvalidInputError):
         ckptdb.open(db_path, page_size=1000)
     assert not db_path.exists()
+
+
+@pytest.mark.parametrize("call", ["export", "import_file"])
+def test_a_path_sqlite_cannot_name_is_refused_before_anything_is_written(
+    db: ckptdb.Database, tmp_path: Path, call: str
+) -> None:
+    # SQLite names files in UTF-8: a path with a byte that is not UTF-8 (a lone surrogate in
+    # Python's str) escaped from the driver as an untyped UnicodeEncodeError (found by
+    # test_fuzz's CLI fuzzer: `ckptdb export DB $'\xff'`).
+    db.commit("ns", {"a": b"x"})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ckptdb.errors.InvalidInputError, match="not UTF-8"):
+        getattr(db, call)(str(tmp_path / "out\udcff.ckpt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    result = CliRunner().invoke(cli.main, ["export", str(db.path), "\udcff"])
+    assert result.exit_code == 7, result.output
