@@ -38,7 +38,7 @@ from .ops.handle import Handle
 from .ops.load import LoadResult, Validator
 from .ops.open import MigrateMode
 from .retention import RetentionPolicy, duration_seconds
-from .store import Store, blobs, pins, receipts, settings
+from .store import Store, pins, receipts, settings
 from .store.scopes import KeyProvider
 from .types import UNSET, _Unset
 
@@ -109,7 +109,6 @@ def open(
         synchronous,
         chunk_size,
         page_size,
-        chunk_limits=(blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE),
     )
     if virtual:
         if not (readonly and vfs):

@@ -454,11 +454,10 @@ def open_arguments(
     synchronous: object,
     chunk_size: object,
     page_size: object,
-    chunk_limits: tuple[int, int] = (limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES),
 ) -> str:
     """Check the arguments of ``ckptdb.open``; returns the path as text. The bounds are
     those of :mod:`ckptdb.limits`, which the file's readers hold to as well."""
-    min_chunk, max_chunk = chunk_limits
+    min_chunk, max_chunk = limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES
     if migrate not in ("auto", "never", "check"):
         raise errors.InvalidInputError(
             f"migrate must be 'auto', 'never' or 'check', not {migrate!r}"

@@ -9,8 +9,8 @@ import time
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .. import errors, files, models
-from ..store import Store, blobs, migrations, receipts, settings
+from .. import errors, files, limits, models
+from ..store import Store, migrations, receipts, settings
 from .handle import Handle
 
 
@@ -137,7 +137,7 @@ def up(
             at_ms=_now_ms(),
         )
     if not handle.pending:
-        size = settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
         handle.set_layout(size, settings.chunker(conn, size))
     return models.MigrationResult(
         path=path,

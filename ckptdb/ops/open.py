@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from .. import errors, files
+from .. import errors, files, limits
 from ..connection import (
     APPLICATION_ID,
     DEFAULT_BUSY_TIMEOUT,
@@ -77,7 +77,7 @@ def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, wr
     with conn.write_transaction():
         if stores_nothing():
             settings.init_new_file(
-                conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+                conn, chunk_size or limits.DEFAULT_CHUNK_BYTES, fixed=chunk_size is not None
             )
 
 
@@ -150,7 +150,7 @@ def open_handle(
                     conn,
                     core,
                     lambda: settings.init_new_file(
-                        conn, chunk_size or blobs.DEFAULT_CHUNK_SIZE, fixed=chunk_size is not None
+                        conn, chunk_size or limits.DEFAULT_CHUNK_BYTES, fixed=chunk_size is not None
                     ),
                 )
             else:
@@ -164,9 +164,9 @@ def open_handle(
         if not (fresh and pending):  # a new file left unmigrated (migrate="check") has no tables
             settings.require_features(conn, path)
         effective_chunk = (
-            blobs.DEFAULT_CHUNK_SIZE
+            limits.DEFAULT_CHUNK_BYTES
             if pending
-            else settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+            else settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
         )
         chunker = None if pending else settings.chunker(conn, effective_chunk)
     except BaseException:
@@ -226,7 +226,7 @@ def open_virtual(
             )
         problems = schema.mismatches(conn)
         settings.require_features(conn, name)
-        chunk = settings.chunk_size(conn, blobs.MIN_CHUNK_SIZE, blobs.MAX_CHUNK_SIZE)
+        chunk = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
         chunker = settings.chunker(conn, chunk)
     except BaseException:
         conn.abandon()

@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeAlias, overload
 
-from .. import canonical, errors, limits
+from .. import canonical, errors
 from ..connection import Connection
 from . import codec
 from .chunking import Chunker
@@ -35,11 +35,6 @@ from .crypto import PLAINTEXT, Scope
 from .rows import check_types
 from .scopes import Keyring
 
-# Defined once, in ckptdb.limits, for the callers that accept a chunk size and the readers
-# that decode what it produced.
-DEFAULT_CHUNK_SIZE = limits.DEFAULT_CHUNK_BYTES
-MIN_CHUNK_SIZE = limits.MIN_CHUNK_BYTES
-MAX_CHUNK_SIZE = limits.MAX_CHUNK_BYTES
 #: A chunked blob below this size is read whole in one query (each chunk still verified
 #: before the whole is); larger ones go through the pipelined :class:`ChunkedBlobReader`.
 READ_AT_ONCE = 8 * 1024 * 1024
