@@ -4,6 +4,15 @@ Every error a caller can see is a :class:`CkptdbError` with a stable ``code`` (a
 snake_case string that never changes once released), a message that says what happened and
 what to do, and ``retryable`` telling whether the same call may succeed if repeated.
 Programs should branch on ``code`` or on the class, never on the message text.
+
+Each class also carries ``exit_status``: the status the ``ckptdb`` command exits with when
+it reports that error. A subclass inherits its base's status unless it states its own, so a
+new error lands in its family's status (1, "a bug", for a direct subclass of
+:class:`CkptdbError`) without being listed anywhere else. docs/cli.md shows the table of
+every status with its meaning and its codes, generated from these classes
+(:func:`exit_statuses`) by tools/gen_cli_docs.py; the statuses that are no error (0
+success, 2 usage, 11 import-from skipped items, 13 succeeded degraded) are the command's
+own.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ class CkptdbError(Exception):
 
     code: ClassVar[str] = "ckptdb_error"
     retryable: ClassVar[bool] = False
+    #: The ``ckptdb`` command's exit status for this error; 1 says "a bug: please report it".
+    exit_status: ClassVar[int] = 1
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -51,6 +62,7 @@ class InvalidInputError(CkptdbError):
     """An argument was rejected before anything was written."""
 
     code = "invalid_input"
+    exit_status = 7
 
 
 class InvalidNameError(InvalidInputError):
@@ -115,6 +127,7 @@ class NotFoundError(CkptdbError):
     """Something named by the caller does not exist."""
 
     code = "not_found"
+    exit_status = 3
 
 
 class CheckpointNotFoundError(NotFoundError):
@@ -142,6 +155,7 @@ class ConflictError(CkptdbError):
     """Compare-and-swap failed: CURRENT is not what the caller expected. Nothing was written."""
 
     code = "conflict"
+    exit_status = 4
 
     def __init__(self, message: str, *, expected: str | None, actual: str | None, **kw: Any):
         super().__init__(message, expected=expected, actual=actual, **kw)
@@ -154,6 +168,7 @@ class BlobMissingError(CkptdbError):
     have collected it. Nothing was written; commit the bytes instead."""
 
     code = "blob_missing"
+    exit_status = 8
     retryable = True
 
 
@@ -162,12 +177,14 @@ class ProtectedError(CkptdbError):
     namespace's CURRENT or fallback (which nothing may delete)."""
 
     code = "protected"
+    exit_status = 4
 
 
 class ChunkMissingError(CkptdbError):
     """A staged chunk vanished before the commit referenced it (GC reclaimed it); retry."""
 
     code = "chunk_missing"
+    exit_status = 8
     retryable = True
 
 
@@ -179,6 +196,7 @@ class CommitOutcomeUnknownError(CkptdbError):
     """
 
     code = "commit_outcome_unknown"
+    exit_status = 8
     retryable = True
 
 
@@ -186,6 +204,7 @@ class BusyTimeoutError(CkptdbError):
     """Another connection held the write lock longer than the busy timeout."""
 
     code = "busy_timeout"
+    exit_status = 8
     retryable = True
 
 
@@ -193,6 +212,7 @@ class StorageError(CkptdbError):
     """The operating system reported an I/O error; the transaction was rolled back."""
 
     code = "io_error"
+    exit_status = 8
     retryable = True
 
 
@@ -208,6 +228,15 @@ class ReadOnlyError(CkptdbError):
     """A write was attempted on a database opened read-only."""
 
     code = "read_only"
+    exit_status = 9
+
+
+class IntegrationWriteRefusedError(CkptdbError):
+    """An integration session tried what only ckptdb may do: write a core table, change
+    the schema, attach a database, control the transaction or set a pragma. Refused
+    before the statement ran: nothing was written and the transaction is still open."""
+
+    code = "integration_write_refused"
 
 
 class ClosedError(CkptdbError):
@@ -223,6 +252,7 @@ class CorruptionError(CkptdbError):
     """Stored bytes or rows do not match their digests. No wrong bytes were returned."""
 
     code = "corrupt"
+    exit_status = 5
 
     def __init__(
         self,
@@ -241,6 +271,7 @@ class ValidatorRejectedError(CkptdbError):
     """The host-supplied validator rejected a checkpoint."""
 
     code = "rejected_by_validator"
+    exit_status = 5
 
     def __init__(self, message: str, *, checkpoint_id: str, **kw: Any) -> None:
         super().__init__(message, checkpoint_id=checkpoint_id, **kw)
@@ -251,6 +282,7 @@ class NoUsableCheckpointError(CkptdbError):
     """Neither CURRENT nor any ancestor along its lineage verified."""
 
     code = "no_usable_checkpoint"
+    exit_status = 5
 
 
 # --- the file itself and its schema ----------------------------------------------------
@@ -260,6 +292,7 @@ class DatabaseFileError(CkptdbError):
     """The file cannot be used as a ckptdb database. It was not modified."""
 
     code = "bad_database_file"
+    exit_status = 6
 
 
 class NotADatabaseError(DatabaseFileError):
@@ -284,6 +317,7 @@ class SchemaError(CkptdbError):
     """The database schema and this version of ckptdb do not agree."""
 
     code = "schema_error"
+    exit_status = 6
 
 
 class SchemaTooNewError(SchemaError):
@@ -320,12 +354,14 @@ class ConstraintViolationError(CkptdbError):
     """A schema constraint fired: a ckptdb bug or a damaged database. Run ``ckptdb verify``."""
 
     code = "constraint_violation"
+    exit_status = 5
 
 
 class SqlError(CkptdbError):
     """SQLite rejected a statement (e.g. a query given to ``Database.query``)."""
 
     code = "sql_error"
+    exit_status = 7
 
 
 class InvalidPolicyError(InvalidInputError):
@@ -363,12 +399,14 @@ class QueryTimeoutError(CkptdbError):
     changed). Narrow the query or give a larger timeout."""
 
     code = "query_timeout"
+    exit_status = 12
 
 
 class QueryInterruptedError(CkptdbError):
     """A read-only query was interrupted by the user (Ctrl-C); nothing was changed."""
 
     code = "query_interrupted"
+    exit_status = 130
 
 
 class InvalidExportError(SourceError):
@@ -393,6 +431,7 @@ class ReplicationError(CkptdbError):
     """Replication through Litestream failed or was refused."""
 
     code = "replication_error"
+    exit_status = 10
 
 
 class ReplicatorUnavailableError(ReplicationError):
@@ -460,6 +499,7 @@ class InvalidKeyError(InvalidInputError):
     """A key given to ckptdb is not 32 bytes, or a key provider returned something else."""
 
     code = "invalid_key"
+    exit_status = 14
 
 
 class KeyUnavailableError(CkptdbError):
@@ -467,6 +507,7 @@ class KeyUnavailableError(CkptdbError):
     written (every other scope works). Open with ``keys={key_id: key}``."""
 
     code = "key_unavailable"
+    exit_status = 14
 
 
 class KeyMismatchError(CkptdbError):
@@ -474,6 +515,7 @@ class KeyMismatchError(CkptdbError):
     the key from before a rotation, or an altered wrapped key). Nothing was written."""
 
     code = "key_mismatch"
+    exit_status = 14
 
 
 class KeyShreddedError(CkptdbError):
@@ -481,6 +523,7 @@ class KeyShreddedError(CkptdbError):
     namespaces."""
 
     code = "key_shredded"
+    exit_status = 14
 
 
 class ScopeConflictError(InvalidInputError):
@@ -575,6 +618,7 @@ class LoadRefusedError(CkptdbError):
     schema versions it can read, a size bound). Nothing was returned or written."""
 
     code = "load_refused"
+    exit_status = 15
 
     def __init__(self, message: str, *, checkpoint_id: str, **kw: Any) -> None:
         super().__init__(message, checkpoint_id=checkpoint_id, **kw)
@@ -682,3 +726,16 @@ class QuotaExceededError(CkptdbError):
     reached. Not retryable as it is: raise or clear the quota, or free room first."""
 
     code = "quota_exceeded"
+    exit_status = 16
+
+
+def exit_statuses() -> dict[str, int]:
+    """The ``ckptdb`` command's exit status for every error code: the classes defined here
+    and every subclass imported so far (the storage codecs', an integration's)."""
+    statuses: dict[str, int] = {}
+    todo: list[type[CkptdbError]] = [CkptdbError]
+    while todo:
+        cls = todo.pop()
+        statuses[cls.code] = cls.exit_status
+        todo.extend(cls.__subclasses__())
+    return statuses

@@ -34,6 +34,10 @@ from collections.abc import Callable
 
 import apsw
 
+#: Tables Litestream creates in every database it replicates (known companions of the
+#: ckptdb schema). A file that holds them is, or was, replicated: ckptdb then leaves every
+#: WAL restart to Litestream (see :meth:`ckptdb.connection.Connection.litestream_managed`).
+LITESTREAM_TABLES = ("_litestream_seq", "_litestream_lock")
 #: SQLite's default automatic-checkpoint threshold (pages in the WAL).
 AUTOCHECKPOINT_PAGES = 1000
 #: WAL pages past which a writer pauses after each commit while a replicator runs: four
