@@ -27,7 +27,6 @@ import ckptdb
 import ckptdb.host_store
 import ckptdb.testing.host_store as kit
 from ckptdb import errors
-from ckptdb.cli import exit_code
 from ckptdb.host_store import (
     MAX_KEY_CHARS,
     DatabaseHostStore,
@@ -291,7 +290,7 @@ def test_error_classes_codes_and_exit_statuses() -> None:
     ]
     for cls, code, base, status in cases:
         assert cls.code == code and issubclass(cls, base)
-        assert exit_code(cls("x")) == status
+        assert cls("x").exit_status == status
         assert cls.__doc__
 
 

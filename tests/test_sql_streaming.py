@@ -126,15 +126,15 @@ def _json_cell(value: Any) -> Any:
 def test_streamed_json_is_the_whole_document(
     result: tuple[list[str], list[list[Any]]], piece: int
 ) -> None:
-    from ckptdb import cli_output, cli_sql
+    from ckptdb.cli import output, sql_output
     from ckptdb.ops.query import QueryStream, json_keys
 
     columns, rows = result
-    out = cli_sql._Output(as_json=True)
-    text = _capture(cli_sql._json_rows, out, QueryStream(columns, iter(rows)), piece)
+    out = sql_output._Output(as_json=True)
+    text = _capture(sql_output._json_rows, out, QueryStream(columns, iter(rows)), piece)
     keys = json_keys(columns)
     expected = [{k: _json_cell(v) for k, v in zip(keys, row, strict=True)} for row in rows]
-    assert text == cli_output.json_text(expected, 2, allow_nan=False) + "\n"
+    assert text == output.json_text(expected, 2, allow_nan=False) + "\n"
     assert json.loads(text) == expected
 
 
@@ -143,13 +143,13 @@ def test_streamed_json_is_the_whole_document(
 def test_streamed_csv_reads_back_exactly(
     result: tuple[list[str], list[list[Any]]], piece: int
 ) -> None:
-    from ckptdb import cli_sql
+    from ckptdb.cli import sql_output
     from ckptdb.ops.query import QueryStream
 
     columns, rows = result
-    out = cli_sql._Output(as_json=False)
-    text = _capture(cli_sql._csv_rows, out, QueryStream(columns, iter(rows)), piece)
-    whole = _capture(cli_sql._csv_rows, out, QueryStream(columns, iter(rows)))
+    out = sql_output._Output(as_json=False)
+    text = _capture(sql_output._csv_rows, out, QueryStream(columns, iter(rows)), piece)
+    whole = _capture(sql_output._csv_rows, out, QueryStream(columns, iter(rows)))
     assert text == whole  # pieces or not, the same bytes
 
     def shown(value: Any) -> str:

@@ -4,8 +4,9 @@
     python tools/gen_cli_docs.py --check  # exit 1 if docs/cli.md differs from the code
 
 The page is the reference: what each command does is its docstring, every option comes
-from its click declaration, the exit statuses from the CLI's table. Edit those, then run
-this tool; tests/test_cli_docs.py fails when the page drifts.
+from its click declaration, what each exit status means from the CLI's help and which error
+codes exit with it from each error class's ``exit_status``. Edit those, then run this tool;
+tests/test_cli_docs.py fails when the page drifts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ckptdb import cli, errors  # noqa: E402
+from ckptdb.cli.app import EXIT_HELP  # noqa: E402
 
 TARGET = REPO / "docs" / "cli.md"
 
@@ -70,14 +72,12 @@ when stderr is a terminal -- never when it is piped, with `--json` or with `--qu
 
 def _exit_table() -> str:
     by_status: dict[int, list[str]] = {}
-    for cls in _error_classes():
-        instance = cls.__new__(cls)  # only its class decides the status
-        status = cli.exit_code(instance)
-        by_status.setdefault(status, []).append(f"`{cls.code}`")
+    for code, status in errors.exit_statuses().items():
+        by_status.setdefault(status, []).append(f"`{code}`")
     lines = ["## Exit status", "", "| status | meaning | codes |", "| --- | --- | --- |"]
     meanings: dict[int, str] = {}
     current: int | None = None
-    for raw in cli.EXIT_HELP.splitlines()[2:]:
+    for raw in EXIT_HELP.splitlines()[2:]:
         text = raw.strip()
         if not text:
             continue
@@ -91,18 +91,6 @@ def _exit_table() -> str:
         codes = ", ".join(sorted(set(by_status.get(status, []))))
         lines.append(f"| {status} | {meanings[status]} | {codes} |")
     return "\n".join(lines) + "\n"
-
-
-def _error_classes() -> list[type[errors.CkptdbError]]:
-    seen: list[type[errors.CkptdbError]] = []
-    todo: list[type[errors.CkptdbError]] = [errors.CkptdbError]
-    while todo:
-        cls = todo.pop()
-        for sub in cls.__subclasses__():
-            if sub not in seen:
-                seen.append(sub)
-                todo.append(sub)
-    return sorted(seen, key=lambda c: c.code)
 
 
 def _option_line(param: click.Parameter, ctx: click.Context) -> str:

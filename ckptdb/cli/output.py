@@ -1,5 +1,7 @@
 """Everything the ``ckptdb`` command prints goes through here (kept apart so that no
-command can print around it).
+command can print around it): the escaping primitives the renderers (:mod:`.render`) and
+the streamed ``sql`` output (:mod:`.sql_output`) are built on, and the one format of sizes
+and times for people.
 
 A database file may be hostile: its namespaces, entry names, metadata, pins, notes and
 receipts can hold any character, written by something other than ckptdb. Printed raw, ESC,
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import click
@@ -120,3 +123,30 @@ def json_escape_chunk(text: str) -> str:
 def print_json(value: Any) -> None:
     """Print one JSON document (``--json``)."""
     click.echo(json_text(jsonable(value)))
+
+
+def print_json_line(value: Any) -> None:
+    """Print one JSON document on one line (one of a stream, e.g. status reports)."""
+    click.echo(json_text(jsonable(value), None))
+
+
+def size(n: int | float) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB`` ... ``3.0 GiB`` (--json has exact
+    integers)."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def when(moment: datetime) -> str:
+    """A UTC time for people, to the millisecond: ``2025-01-31T12:00:00.000Z``."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def summary(metadata: dict[str, Any], width: int = 40) -> str:
+    """Metadata on one line, ``key=<JSON value>, ...``, cut to ``width`` with '…'."""
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in metadata.items())
+    return text if len(text) <= width else text[: width - 1] + "…"

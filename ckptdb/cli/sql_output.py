@@ -1,5 +1,5 @@
 """The output side of ``ckptdb sql``: parameters from the command line, rows streamed to
-stdout as a table, CSV or JSON (kept here so cli.py stays a list of thin commands).
+stdout as a table, CSV or JSON (the one renderer that writes as it reads).
 
 * ``--param NAME=VALUE`` binds ``:NAME`` (also ``$NAME``/``@NAME``) to the text VALUE; use
   ``CAST(:n AS INTEGER)`` in the query where a number is needed.
@@ -11,7 +11,7 @@ stdout as a table, CSV or JSON (kept here so cli.py stays a list of thin command
   (once as SQLite's value, once as Python's), not its hex text several times over. The
   table is for people: a cell shows at most :data:`TABLE_CELL_CHARS` characters, cut ones
   end in '…' and a note on stderr says how to get them whole.
-* The table escapes control characters (:mod:`ckptdb.cli_output`); JSON escapes them the
+* The table escapes control characters (:mod:`ckptdb.cli.output`); JSON escapes them the
   JSON way; CSV writes values exactly as stored, quoting (RFC 4180) a field that holds a
   comma, a quote, CR or LF.
 * JSON objects keep every column in order; a repeated column name gets a ``:2``, ``:3``
@@ -26,14 +26,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from typing import Any
 
 import click
 
-from . import cli_output, errors
-from .ops.query import QueryStream, json_cell, json_keys
+from .. import errors
+from ..ops.query import QueryStream, json_cell, json_keys
+from .output import echo, escape, json_escape_chunk, json_text
 
 TABLE_SAMPLE = 200
 #: A table cell shows at most this many characters (a BLOB: half as many bytes, in hex).
@@ -60,7 +61,7 @@ def parse_params(values: Sequence[str]) -> dict[str, str]:
 
 
 def _dumps(value: Any, indent: int | None) -> str:
-    return cli_output.json_text(value, indent, allow_nan=False)
+    return json_text(value, indent, allow_nan=False)
 
 
 def _big(value: Any, piece: int) -> bool:
@@ -103,7 +104,7 @@ def _json_value_pieces(value: Any, piece: int) -> Iterator[str]:
     elif isinstance(value, str):
         yield '"'
         for part in _text_pieces(value, piece):
-            yield cli_output.json_escape_chunk(json.dumps(part, ensure_ascii=False)[1:-1])
+            yield json_escape_chunk(json.dumps(part, ensure_ascii=False)[1:-1])
         yield '"'
     else:
         yield _dumps(json_cell(value), 2).replace("\n", "\n    ")
@@ -176,7 +177,7 @@ def _csv_line_pieces(row: Sequence[Any], piece: int = VALUE_PIECE) -> Iterator[s
 
 def _csv_rows(out: _Output, result: QueryStream, piece: int = VALUE_PIECE) -> None:
     # CSV is for programs and has no escapes: values are written exactly as stored (the
-    # one text output that does not escape control characters; see cli_output).
+    # one text output that does not escape control characters; see .output).
     out.started = True
     for row in chain([result.columns], result.rows):
         if any(_big(v, piece) for v in row):
@@ -197,7 +198,7 @@ def _table_cell(out: _Output, value: Any) -> str:
     else:
         raw = value[: TABLE_CELL_CHARS + 1] if isinstance(value, str) else str(value)
         whole = len(value) if isinstance(value, str) else len(raw)
-    shown = cli_output.escape(raw)
+    shown = escape(raw)
     if whole > TABLE_CELL_CHARS or len(shown) > TABLE_CELL_CHARS:
         out.cut += 1
         return shown[: TABLE_CELL_CHARS - 1] + "…"
@@ -208,7 +209,7 @@ def _table_rows(out: _Output, result: QueryStream) -> None:
     def cells(row: Sequence[Any]) -> list[str]:
         return [_table_cell(out, c) for c in row]
 
-    header = [cli_output.escape(str(c)) for c in result.columns]
+    header = [escape(str(c)) for c in result.columns]
     sample = [cells(r) for r in islice(result.rows, TABLE_SAMPLE)]
     widths = [max([len(header[i])] + [len(r[i]) for r in sample]) for i in range(len(header))]
 
@@ -230,9 +231,7 @@ def _table_rows(out: _Output, result: QueryStream) -> None:
         )
 
 
-def emit(
-    result: QueryStream, *, as_json: bool, as_csv: bool, exit_code: Callable[[Any], int]
-) -> None:
+def emit(result: QueryStream, *, as_json: bool, as_csv: bool) -> None:
     """Write the rows of ``result`` in the chosen format as they are read."""
     out = _Output(as_json)
     try:
@@ -249,10 +248,8 @@ def emit(
         if not (as_json and out.started):
             raise  # nothing written yet: the usual error report
         # The JSON array on stdout was closed (valid, but incomplete): say so on stderr.
-        cli_output.echo(
-            f"error: {exc.code}: {exc.message} (the rows above are incomplete)", err=True
-        )
-        sys.exit(exit_code(exc))
+        echo(f"error: {exc.code}: {exc.message} (the rows above are incomplete)", err=True)
+        sys.exit(exc.exit_status)
 
 
 def interrupted() -> errors.QueryInterruptedError:

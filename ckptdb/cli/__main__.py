@@ -1,0 +1,5 @@
+"""``python -m ckptdb.cli``: the ``ckptdb`` command."""
+
+from . import main
+
+main()
