@@ -12,7 +12,7 @@ from conftest import raw_sql
 import ckptdb
 from ckptdb import errors
 from ckptdb.retention import RetentionPolicy
-from ckptdb.store import checkpoints
+from ckptdb.store.gc_batch import GcBatch
 
 
 def _seq(path: Path, checkpoint_id: str) -> int:
@@ -47,15 +47,13 @@ def test_deleting_a_pointed_checkpoint_is_refused_and_deletes_nothing(
         target = second.checkpoint_id if role == "current" else first.checkpoint_id
         conn = db._handle.store.conn
         before = raw_sql(db_path, "SELECT count(*) FROM checkpoint")
-        with conn.write_transaction():
-            conn.execute("CREATE TEMP TABLE doomed (seq INTEGER PRIMARY KEY)")
-            conn.executemany(
-                "INSERT INTO temp.doomed (seq) VALUES (?)",
-                [(_seq(db_path, spare.checkpoint_id),), (_seq(db_path, target),)],
-            )
-            with pytest.raises(errors.ProtectedError) as caught:
-                checkpoints.delete_listed(conn, "doomed")
-            conn.execute("DROP TABLE temp.doomed")
+        listed = [_seq(db_path, spare.checkpoint_id), _seq(db_path, target)]
+        with (
+            conn.write_transaction(),
+            GcBatch.open(conn, listed) as batch,
+            pytest.raises(errors.ProtectedError) as caught,
+        ):
+            batch.delete_checkpoints()
         assert caught.value.code == "protected"
         assert caught.value.details["namespace"] == "ns"
         assert "Nothing was deleted" in str(caught.value)

@@ -5,6 +5,7 @@
     python tools/bench_gc.py --json out.json
     python tools/bench_gc.py --against ../main --rounds 3    # side by side with another tree
     python tools/bench_gc.py --cache /tmp/gcfiles           # keep (and reuse) the built files
+    python tools/bench_gc.py --quick --against ../main --rounds 7 --batch 2000
 
 For each size N: N checkpoints over 100 namespaces whose entries share blobs (10 shared
 8 KiB blobs plus a small unique state each). Then, timed: a dry run, and a GC keeping the
@@ -19,7 +20,9 @@ commit: its ``ckptdb`` package is imported from DIR) on copies of files of the s
 built by that tree (so each version runs on its own schema), alternating the order of the
 two versions from round to round, and reports each version's median and the median of the
 paired ratios. On a shared machine compare the versions within one run: wall times move
-with the load, CPU times much less.
+with the load, CPU times much less. GC sizes its sweep batches by the time each one took,
+so under load two versions may run different batches: ``--batch N`` fixes the size (every
+version then runs the same statements) to compare their CPU times.
 """
 
 from __future__ import annotations
@@ -61,9 +64,14 @@ def file_bytes(path: Path) -> int:
     )
 
 
-def measure_file(path: Path) -> dict[str, Any]:
-    """Dry run, then GC, on ``path`` with whatever ckptdb this process imports."""
+def measure_file(path: Path, batch: int | None = None) -> dict[str, Any]:
+    """Dry run, then GC, on ``path`` with whatever ckptdb this process imports (its sweep
+    batches fixed at ``batch`` checkpoints when given)."""
     import ckptdb
+    from ckptdb.ops import gc
+
+    if batch is not None:
+        gc.SWEEP_BATCH = gc.SWEEP_BATCH_MIN = gc.SWEEP_BATCH_MAX = batch
 
     policy = ckptdb.RetentionPolicy(keep_last=5)
     with ckptdb.open(path) as db:
@@ -101,7 +109,9 @@ def measure_file(path: Path) -> dict[str, Any]:
     }
 
 
-def measure_in_child(base: Path, tree: Path, workdir: Path) -> dict[str, Any]:
+def measure_in_child(
+    base: Path, tree: Path, workdir: Path, batch: int | None = None
+) -> dict[str, Any]:
     """Copy ``base`` and measure GC on the copy in a fresh process importing ``tree``."""
     path = workdir / "run.ckpt"
     for suffix in ("", "-wal", "-shm"):
@@ -109,7 +119,13 @@ def measure_in_child(base: Path, tree: Path, workdir: Path) -> dict[str, Any]:
     shutil.copyfile(base, path)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--measure-file", str(path)],
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--measure-file",
+            str(path),
+            *(() if batch is None else ("--batch", str(batch))),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -168,6 +184,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another source tree to measure beside")
     parser.add_argument("--rounds", type=int, default=1, help="measurements per version/size")
     parser.add_argument("--cache", type=Path, help="keep the built files here and reuse them")
+    parser.add_argument("--batch", type=int, help="fixed sweep batch size (compare CPU)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--measure-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build-file", type=Path, help=argparse.SUPPRESS)
@@ -177,7 +194,7 @@ def main() -> None:
         build(args.build_file, args.build_size)
         return
     if args.measure_file is not None:
-        print(json.dumps(measure_file(args.measure_file)))
+        print(json.dumps(measure_file(args.measure_file, args.batch)))
         return
     if args.sizes:
         small, large = (int(s) for s in args.sizes.split(","))
@@ -204,7 +221,7 @@ def main() -> None:
             for r in range(args.rounds):
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
                 for version in order:
-                    run = measure_in_child(bases[version], trees[version], workdir)
+                    run = measure_in_child(bases[version], trees[version], workdir, args.batch)
                     results[version].setdefault(n, []).append(run)
                     print(
                         f"{n:>7} {version:8} gc {run['gc_seconds']:.3f} s"
@@ -233,7 +250,12 @@ def main() -> None:
         }
 
     mine = summary("this")
-    result: dict[str, Any] = {**mine, "size_ratio": large / small, "rounds": args.rounds}
+    result: dict[str, Any] = {
+        **mine,
+        "size_ratio": large / small,
+        "rounds": args.rounds,
+        "batch": args.batch,
+    }
     if "against" in trees:
         other = summary("against")
         paired = {

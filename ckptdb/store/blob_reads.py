@@ -1,0 +1,154 @@
+"""The read side of the blob tables: :class:`BlobReads`, which :class:`~.blobs.BlobStore`
+extends with the write side.
+
+Reads verify everything they hand out, after decoding: an inline blob against its digest;
+a chunked blob's chunk list against ``chunk_list_digest`` before the first byte, every
+chunk against its own digest before its bytes are returned, and the whole blob against its
+digest before the last piece (a large one through :class:`~.blob_reader.ChunkedBlobReader`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import canonical, errors
+from ..connection import Connection
+from .blob_reader import READ_AT_ONCE, ChunkedBlobReader
+from .crypto import Scope
+from .encoding import decoded, verified_inline
+from .rows import check_types
+from .scopes import Keyring
+
+
+class BlobReads:
+    """Reads of the ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data`` tables, on one
+    connection. Nothing is cached: what SQLite holds is read (and verified) each time."""
+
+    def __init__(self, conn: Connection, keyring: Keyring | None = None) -> None:
+        self.conn = conn
+        #: the handle's keys: which scope a stored record's ``scope_id`` names
+        self.keyring = keyring if keyring is not None else Keyring()
+
+    def inline_stored(self, blob_id: int) -> tuple[object, object]:
+        """(codec, stored bytes) of an inline blob, as stored (unverified)."""
+        row = self.conn.one("SELECT codec, inline_data FROM blob WHERE blob_id = ?", (blob_id,))
+        return (None, None) if row is None else (row[0], row[1])
+
+    def chunk_list_digest(self, blob_id: int) -> object:
+        """The stored (unverified) chunk list digest of a blob."""
+        return self.conn.scalar("SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,))
+
+    def scope_of_blob(self, blob_id: int) -> Scope:
+        """The key scope a stored blob names (PLAINTEXT when none, or the blob is gone)."""
+        return self.keyring.scope(
+            self.conn, self.conn.scalar("SELECT scope_id FROM blob WHERE blob_id = ?", (blob_id,))
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_all(self, blob_id: int, digest: str, size: int, where: dict[str, Any]) -> bytes:
+        """All bytes of a blob, verified against ``digest`` before they are returned."""
+        row = self.conn.one(
+            "SELECT chunk_count, inline_data, codec, scope_id FROM blob WHERE blob_id = ?",
+            (blob_id,),
+        )
+        if row is None:
+            raise errors.CheckpointNotFoundError(
+                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+            )
+        scope = self.keyring.scope(self.conn, row[3])
+        if row[0] == 0:
+            data = verified_inline(row[1], size, digest, row[2], scope)
+            if data is None:
+                raise errors.CorruptionError(
+                    f"stored bytes of entry {where.get('entry')!r} do not match digest "
+                    f"{digest[:12]}; nothing was returned",
+                    reason="blob_digest_mismatch",
+                    **where,
+                )
+            return data
+        if size < READ_AT_ONCE:
+            return self._read_small_chunked(blob_id, digest, size, where, scope)
+        reader = ChunkedBlobReader(self, blob_id, digest, size, where)
+        try:
+            return reader.readall()
+        finally:
+            reader.close()
+
+    def _read_small_chunked(
+        self, blob_id: int, digest: str, size: int, where: dict[str, Any], scope: Scope
+    ) -> bytes:
+        """A chunked blob small enough to hold whole: every chunk in one query, each
+        verified, then the whole (inside the caller's read transaction)."""
+        list_digest = self.chunk_list_digest(blob_id)
+        rows = self.conn.execute(
+            "SELECT c.digest, c.size, coalesce(c.codec, 0), d.data FROM blob_chunk bc"
+            " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
+            " LEFT JOIN chunk_data d ON d.chunk_id = bc.chunk_id"
+            " WHERE bc.blob_id = ? ORDER BY bc.seq",
+            (blob_id,),
+        )
+
+        def corrupt(what: str, reason: str) -> errors.CorruptionError:
+            return errors.CorruptionError(
+                f"entry {where.get('entry')!r} (blob {digest[:12]}): {what}; nothing was returned",
+                reason=reason,
+                **where,
+            )
+
+        if not rows and not self.blob_exists(blob_id):
+            raise errors.CheckpointNotFoundError(
+                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+            )
+        if any(not isinstance(r[0], str) or not isinstance(r[1], int) for r in rows):
+            raise corrupt("a chunk of the blob is missing", "chunk_missing")
+        if list_digest != canonical.chunk_list_digest(str(r[0]) for r in rows):
+            raise corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
+        parts: list[bytes] = []
+        for index, (chunk_digest, chunk_size, codec_id, stored) in enumerate(rows):
+            raw = decoded(codec_id, stored, chunk_size, scope, chunk_digest)
+            if raw is None or scope.address(raw) != chunk_digest:
+                raise corrupt(f"chunk {index} does not match its digest", "chunk_digest_mismatch")
+            parts.append(raw)
+        data = b"".join(parts)
+        if len(data) != size:
+            raise corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
+        if scope.address(data) != digest:
+            raise corrupt("the blob digest does not match", "blob_digest_mismatch")
+        return data
+
+    def chunk_list(
+        self, blob_id: int
+    ) -> tuple[str | None, list[tuple[int, str | None, int, int, int]]]:
+        """(stored chunk_list_digest, [(chunk_id, chunk digest, size, codec, stored size)])
+        of a chunked blob; digest and size are None where the chunk is gone. Values are
+        type-checked."""
+        # One statement, so one snapshot without a transaction around it.
+        found = self.conn.execute(
+            "SELECT b.chunk_list_digest, bc.chunk_id, c.digest, c.size, coalesce(c.codec, 0),"
+            " coalesce(c.stored_size, c.size, 0) FROM blob b"
+            " LEFT JOIN blob_chunk bc ON bc.blob_id = b.blob_id"
+            " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
+            " WHERE b.blob_id = ? ORDER BY bc.seq",
+            (blob_id,),
+        )
+        list_digest = found[0][0] if found else None
+        rows = [r[1:] for r in found if r[1] is not None]
+        check_types((list_digest,), ((str, type(None)),), "blob row")
+        for r in rows:
+            check_types(r, (int, (str, type(None)), (int, type(None)), int, int), "chunk list row")
+        return list_digest, [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def read_chunk(self, chunk_id: int) -> bytes | None:
+        """One chunk's stored (unverified) bytes, copied once out of SQLite's pages; None
+        if the chunk's bytes are gone (or are no BLOB)."""
+        return self.conn.read_blob("chunk_data", "data", chunk_id)
+
+    def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
+        """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
+        or None if the chunk is gone."""
+        return self.conn.read_blob_into("chunk_data", "data", chunk_id, buffer)
+
+    def blob_exists(self, blob_id: int) -> bool:
+        """True while the blob row exists."""
+        return self.conn.one("SELECT 1 FROM blob WHERE blob_id = ?", (blob_id,)) is not None
