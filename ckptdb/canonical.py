@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 CHECKPOINT_DOMAIN = b"ckptdb-checkpoint-v1\n"
 POINTER_DOMAIN = b"ckptdb-pointer-v1\n"
@@ -23,11 +23,15 @@ RECEIPT_DOMAIN = b"ckptdb-receipt-v1\n"
 FORMAT_VERSION = 1
 
 
+# One encoder, built once: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` (raises ValueError/TypeError when not JSON)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _ENCODER.encode(value)
 
 
 #: ``dumps`` of a str, without the encoder set-up ``json.dumps`` pays per call: the C
@@ -40,34 +44,50 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class EntryFields(Protocol):
+    """What of an entry takes part in the checkpoint identity: a commit's
+    :class:`EntryRecord` and a stored ``store.rows.EntryRow`` both have it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def media_type(self) -> str | None: ...
+    @property
+    def schema_pin(self) -> str | None: ...
+
+
 class EntryRecord(NamedTuple):
-    """One entry as it takes part in the checkpoint identity."""
+    """One entry of a commit, as it takes part in the checkpoint identity."""
 
     name: str
     digest: str
     size: int
     media_type: str | None
-    schema: str | None
+    schema_pin: str | None
 
 
-def entry_json(entry: EntryRecord) -> dict[str, Any]:
+def entry_json(entry: EntryFields) -> dict[str, Any]:
     """The JSON object of one entry inside the canonical manifest."""
     out: dict[str, Any] = {"digest": entry.digest, "name": entry.name, "size": entry.size}
     if entry.media_type is not None:
         out["media_type"] = entry.media_type
-    if entry.schema is not None:
-        out["schema"] = entry.schema
+    if entry.schema_pin is not None:
+        out["schema"] = entry.schema_pin
     return out
 
 
-def entries_json(entries: Iterable[EntryRecord]) -> str:
+def entries_json(entries: Iterable[EntryFields]) -> str:
     """The canonical JSON of a checkpoint's entries (sorted by name): exactly
     ``dumps([entry_json(e) for e in entries])``, spelled out because every commit and every
     verified read computes it (keys in sorted order: digest, media_type, name, schema, size)."""
     parts = []
     for e in entries:
         media = "" if e.media_type is None else ',"media_type":' + _json_string(e.media_type)
-        schema = "" if e.schema is None else ',"schema":' + _json_string(e.schema)
+        schema = "" if e.schema_pin is None else ',"schema":' + _json_string(e.schema_pin)
         parts.append(
             '{"digest":' + _json_string(e.digest) + media + ',"name":' + _json_string(e.name)
             + schema + ',"size":' + str(int(e.size)) + "}"
@@ -75,15 +95,11 @@ def entries_json(entries: Iterable[EntryRecord]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def _optional(value: str | None) -> str:
-    return "null" if value is None else _json_string(value)
-
-
 def manifest_text(
     namespace: str,
     parent_id: str | None,
     generation: int,
-    entries: Iterable[EntryRecord] | str,
+    entries: Iterable[EntryFields] | str,
     metadata_json: str,
 ) -> str:
     """The canonical manifest of a checkpoint. ``entries`` must be sorted by name (or be
@@ -102,7 +118,7 @@ def manifest_text(
         + ',"namespace":'
         + _json_string(namespace)
         + ',"parent":'
-        + _optional(parent_id)
+        + ("null" if parent_id is None else _json_string(parent_id))
         + "}"
     )
 
@@ -111,7 +127,7 @@ def checkpoint_id(
     namespace: str,
     parent_id: str | None,
     generation: int,
-    entries: Iterable[EntryRecord] | str,
+    entries: Iterable[EntryFields] | str,
     metadata_json: str,
 ) -> str:
     """The id of a checkpoint: sha256 over the domain prefix and its canonical manifest."""
@@ -130,8 +146,10 @@ def pointer_digest(
     # dumps({"current", "fallback", "namespace", "previous", "revision"}), spelled out: one
     # per commit.
     text = (
-        '{"current":' + _optional(current_id) + ',"fallback":' + _optional(fallback_id)
-        + ',"namespace":' + _json_string(namespace) + ',"previous":' + _optional(previous_digest)
+        '{"current":' + ("null" if current_id is None else _json_string(current_id))
+        + ',"fallback":' + ("null" if fallback_id is None else _json_string(fallback_id))
+        + ',"namespace":' + _json_string(namespace)
+        + ',"previous":' + ("null" if previous_digest is None else _json_string(previous_digest))
         + ',"revision":' + str(int(revision)) + "}"
     )  # fmt: skip
     return hashlib.sha256(POINTER_DOMAIN + text.encode("utf-8")).hexdigest()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.resources.abc import Traversable
@@ -28,25 +27,25 @@ from .ops import group as group_op
 from .ops import load as load_op
 from .ops import migrate as migrate_op
 from .ops import open as open_op
+from .ops import pins as pin_op
+from .ops import policies as policy_op
 from .ops import query as query_module
 from .ops import quota as quota_op
+from .ops import receipts as receipt_op
 from .ops import refs, stats, transfer, verify
 from .ops import rollback as rollback_op
+from .ops import session as session_op
 from .ops.checkpoint import Checkpoint
-from .ops.commit import CommitPlan
 from .ops.handle import Handle
 from .ops.load import LoadResult, Validator
 from .ops.open import MigrateMode
+from .ops.unit import Clock, system_clock
 from .retention import RetentionPolicy, duration_seconds
-from .store import Store, pins, receipts, settings
+from .store import pins
 from .store.scopes import KeyProvider
 from .types import UNSET, _Unset
 
 __all__ = ["Database", "MigrateMode", "open"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def open(
@@ -65,6 +64,7 @@ def open(
     group_commit: bool = True,
     keys: KeyProvider | None = None,
     code_revision: str | None = None,
+    clock: Clock | None = None,
 ) -> Database:
     """Open (or create) a ckptdb database file.
 
@@ -96,7 +96,12 @@ def open(
     characters) recorded with every checkpoint this handle writes, beside the manifest and
     not in the id; loading a checkpoint written at another revision then says so (a
     ``revision_mismatch`` note and a RuntimeWarning, never a refusal).
+    ``clock``: the time every act of this handle is stamped with and that GC's grace period
+    and ``keep_within`` are measured against -- a callable returning milliseconds since the
+    Unix epoch (the wall clock by default; tests and simulations inject their own).
     """
+    if clock is not None and not callable(clock):
+        raise errors.InvalidInputError("clock must be a callable returning epoch milliseconds")
     if keys is not None and not (isinstance(keys, Mapping) or callable(keys)):
         raise errors.InvalidKeyError(
             "keys must be a mapping of key id -> 32-byte key, or a callable key_id -> bytes"
@@ -113,7 +118,7 @@ def open(
     if virtual:
         if not (readonly and vfs):
             raise errors.InvalidInputError("virtual=True needs readonly=True and a vfs name")
-        handle = open_op.open_virtual(text, vfs, busy_timeout, keys)
+        handle = open_op.open_virtual(text, vfs, busy_timeout, keys, clock=clock or system_clock)
         return Database(
             handle, max_metadata_bytes=max_metadata_bytes, vfs=vfs, code_revision=revision
         )
@@ -128,6 +133,7 @@ def open(
         page_size=page_size,
         vfs=vfs,
         keys=keys,
+        clock=clock or system_clock,
     )
     return Database(
         handle,
@@ -157,7 +163,7 @@ class Database:
         self._handle = handle
         self._max_metadata_bytes = max_metadata_bytes
         self._vfs = vfs
-        self._group = group_op.GroupCommit(handle) if group_commit else None
+        self._group = group_op.GroupCommit(handle, enabled=group_commit)
         self._code_revision = code_revision
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -194,7 +200,7 @@ class Database:
     def commit_batches(self) -> tuple[int, int]:
         """Diagnostics of group commit: (write transactions its leaders ran, commits they
         published). Their ratio is the mean batch size; (0, 0) when it is off."""
-        if self._group is None:
+        if not self._group.enabled:
             return (0, 0)
         return (self._group.batches, self._group.commits)
 
@@ -209,6 +215,12 @@ class Database:
     def readonly(self) -> bool:
         """True when opened read-only."""
         return self._handle.store.readonly
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this handle stamps every act with (see :func:`open`): integrations
+        and tools built on the handle read it too, so one injected clock rules them all."""
+        return self._handle.clock
 
     @property
     def code_revision(self) -> str | None:
@@ -255,42 +267,27 @@ class Database:
         caller gets its acknowledgement only after that COMMIT returned. A lone caller
         waits for nobody.
         """
-        ns = validation.namespace(namespace)
-        metadata_json = validation.metadata(metadata, self._max_metadata_bytes)
         if not isinstance(expect_current, _Unset) and expect_current is not None:
             validation.checkpoint_id(expect_current)
         if base is not None:
             validation.checkpoint_id(base)
-        _reason(reason)
-        if not isinstance(entries, Mapping):
-            raise errors.InvalidEntryError(
-                f"entries must be a mapping of name -> value, got {type(entries).__name__}"
-            )
-        if len(entries) > validation.MAX_ENTRIES:
-            raise errors.InvalidEntryError(
-                f"{len(entries)} entries; a checkpoint holds at most {validation.MAX_ENTRIES}"
-            )
-        names = sorted(validation.entry_name(n) for n in entries)
-        validation.entry_names_consistent(names)
-
-        def prepare(store: Store, progress: Callable[[int, int], None] | None) -> CommitPlan:
-            return commit_op.prepare_plan(
-                store,
-                ns,
-                names,
-                entries,
-                metadata_json=metadata_json,
-                expect_current=expect_current,
-                reason=reason,
-                base=base,
-                on_publish=on_publish,
-                progress=progress,
-                code_revision=self._code_revision,
-            )
-
-        return group_op.route(
-            self._handle, self._group, prepare, [entries[n] for n in names], progress
+        if type(reason) is not str or not 0 < len(reason) <= 200:
+            validation.reason(reason)  # the error
+        plan = commit_op.CommitPlan(
+            validation.namespace(namespace),
+            validation.entry_names(entries),
+            entries,
+            metadata_json="{}"
+            if metadata is None
+            else validation.metadata(metadata, self._max_metadata_bytes),
+            expect_current=expect_current,
+            reason=reason,
+            base=base,
+            on_publish=on_publish,
+            progress=progress,
+            code_revision=self._code_revision,
         )
+        return self._group.commit(plan)
 
     def set_current(
         self,
@@ -316,17 +313,15 @@ class Database:
         _reason(reason)
         if not isinstance(verify, bool):
             raise errors.InvalidInputError("verify must be True or False")
-        with self._handle.use(write=True) as store:
-            ptr, _damage = rollback_op.set_current(
-                self._handle,
-                store,
-                ns,
-                checkpoint_id,
-                expect_current=expect_current,
-                reason=reason,
-                verify=verify,
-            )
-            return refs.pointer_model(ptr)
+        ptr, _damage = rollback_op.set_current(
+            self._handle,
+            ns,
+            checkpoint_id,
+            expect_current=expect_current,
+            reason=reason,
+            verify=verify,
+        )
+        return refs.pointer_model(ptr)
 
     def copy_checkpoints(
         self,
@@ -375,19 +370,17 @@ class Database:
         if not isinstance(expect_current, _Unset) and expect_current is not None:
             validation.checkpoint_id(expect_current)
         _reason(reason)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            return fork_op.copy_checkpoints(
-                self._handle,
-                store,
-                ids,
-                ns,
-                parents=overrides,
-                metadata_update=update,
-                expect_current=expect_current,
-                reason=reason,
-                max_metadata_bytes=self._max_metadata_bytes,
-                code_revision=self._code_revision,
-            )
+        return fork_op.copy_checkpoints(
+            self._handle,
+            ids,
+            ns,
+            parents=overrides,
+            metadata_update=update,
+            expect_current=expect_current,
+            reason=reason,
+            max_metadata_bytes=self._max_metadata_bytes,
+            code_revision=self._code_revision,
+        )
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -395,42 +388,30 @@ class Database:
         """The CURRENT checkpoint of a namespace, or None when it has none.
 
         Raises CorruptionError if its manifest no longer matches its id."""
-        ns = validation.namespace(namespace)
-        with self._handle.use() as store, store.conn.read_transaction():
-            return refs.current(self._handle, store, ns)
+        return refs.current(self._handle, validation.namespace(namespace))
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         """Any stored checkpoint by full id (see :meth:`resolve` for short forms)."""
-        validation.checkpoint_id(checkpoint_id)
-        with self._handle.use() as store, store.conn.read_transaction():
-            row = refs.require_row(store, checkpoint_id)
-            return refs.checkpoint(self._handle, store, row)
+        return refs.get(self._handle, validation.checkpoint_id(checkpoint_id))
 
     def existing(self, checkpoint_ids: Iterable[str]) -> set[str]:
         """Which of these full checkpoint ids are stored, in one read (for a caller that
         caches immutable checkpoints and must know whether they were collected since)."""
-        ids = [validation.checkpoint_id(c) for c in checkpoint_ids]
-        with self._handle.use() as store:
-            return refs.existing(store, ids)
+        return refs.existing(self._handle, [validation.checkpoint_id(c) for c in checkpoint_ids])
 
     def pointer(self, namespace: str) -> models.Pointer | None:
         """The CURRENT pointer of a namespace (ids, revision, digest), or None."""
-        ns = validation.namespace(namespace)
-        with self._handle.use() as store:
-            ptr = refs.pointer(store, ns)
-            return None if ptr is None else refs.pointer_model(ptr)
+        ptr = refs.pointer(self._handle, validation.namespace(namespace))
+        return None if ptr is None else refs.pointer_model(ptr)
 
     def history(self, namespace: str, *, limit: int | None = None) -> list[models.PointerMove]:
         """Every move of the namespace's CURRENT pointer, newest first."""
-        ns = validation.namespace(namespace)
-        with self._handle.use() as store:
-            return refs.history(store, ns, _limit(limit))
+        return refs.history(self._handle, validation.namespace(namespace), _limit(limit))
 
     def lineage(self, namespace: str, *, limit: int | None = None) -> list[models.CheckpointInfo]:
         """CURRENT and its stored ancestors, newest first, following parent links."""
         ns = validation.namespace(namespace)
-        with self._handle.use() as store, store.conn.read_transaction():
-            return [cp.info for cp in refs.verified_lineage(self._handle, store, ns, _limit(limit))]
+        return [cp.info for cp in refs.verified_lineage(self._handle, ns, _limit(limit))]
 
     def log(
         self, namespace: str, *, all: bool = False, limit: int | None = None
@@ -443,8 +424,7 @@ class Database:
         ns = validation.namespace(namespace)
         if not isinstance(all, bool):
             raise errors.InvalidInputError("all must be True or False")
-        with self._handle.use() as store, store.conn.read_transaction():
-            return graph_op.log(self._handle, store, ns, all=all, limit=_limit(limit))
+        return graph_op.log(self._handle, ns, all=all, limit=_limit(limit))
 
     def diff(self, a: str, b: str) -> models.CheckpointDiff:
         """What changed from checkpoint ``a`` to checkpoint ``b`` (any references
@@ -454,13 +434,11 @@ class Database:
         ancestor, descendant, siblings with their common ancestor, unrelated).
         ``diff(a, a)`` is empty; ``diff(b, a)`` mirrors ``diff(a, b)``."""
         first, second = self.resolve(a), self.resolve(b)
-        with self._handle.use() as store, store.conn.read_transaction():
-            return diff_op.diff(self._handle, store, first, second)
+        return diff_op.diff(self._handle, first, second)
 
     def namespaces(self) -> list[models.NamespaceInfo]:
         """Every namespace that has a CURRENT pointer, by name."""
-        with self._handle.use() as store, store.conn.read_transaction():
-            return refs.namespaces(store)
+        return refs.namespaces(self._handle)
 
     def resolve(self, ref: str) -> str:
         """Turn a reference into a full checkpoint id.
@@ -471,8 +449,7 @@ class Database:
         namespace that contains ``~`` or ``@``, is in :mod:`ckptdb.references`.
         """
         references.parse_reference(ref)  # malformed input is refused before any I/O
-        with self._handle.use() as store, store.conn.read_transaction():
-            return refs.resolve(self._handle, store, ref)
+        return refs.resolve(self._handle, ref)
 
     # -- load with fallback ---------------------------------------------------------------
 
@@ -514,10 +491,9 @@ class Database:
         """
         ns = validation.namespace(namespace)
         checks = self._load_checks(expect, accept_schemas, max_bytes)
-        with self._handle.use() as store:
-            return load_op.load_with_fallback(
-                self._handle, store, ns, fallback=fallback, validator=validator, checks=checks
-            )
+        return load_op.load_with_fallback(
+            self._handle, ns, fallback=fallback, validator=validator, checks=checks
+        )
 
     def load_checkpoint(
         self,
@@ -534,17 +510,9 @@ class Database:
         checks) is returned."""
         validation.checkpoint_id(checkpoint_id)
         checks = self._load_checks(expect, accept_schemas, max_bytes)
-        with self._handle.use() as store:
-            row = refs.require_row(store, checkpoint_id)
-            return load_op.load_with_fallback(
-                self._handle,
-                store,
-                row.namespace,
-                fallback=fallback,
-                validator=validator,
-                start_id=row.id,
-                checks=checks,
-            )
+        return load_op.load_checkpoint(
+            self._handle, checkpoint_id, fallback=fallback, validator=validator, checks=checks
+        )
 
     def _load_checks(
         self, expect: object, accept_schemas: object, max_bytes: object
@@ -569,25 +537,21 @@ class Database:
 
         ``progress(phase, done, total)`` is called as the check advances: in bytes for the
         phase that reads chunk bytes (``"chunk bytes"``), in rows for the others."""
-        with self._handle.use() as store:
-            return verify.verify_database(store, quick=quick, progress=progress)
+        return verify.verify_database(self._handle, quick=quick, progress=progress)
 
     # -- schema migrations ----------------------------------------------------------
 
     def migration_status(self) -> models.MigrationStatus:
         """The file's schema version, this code's, and the pending migrations."""
-        with self._handle.use(schema_work=True) as store:
-            return migrate_op.status(store, self.path)
+        return migrate_op.status(self._handle, self.path)
 
     def migration_plan(self, *, to: int | None = None) -> list[models.MigrationInfo]:
         """The pending migrations (up to version ``to``) with the SQL each would run."""
-        with self._handle.use(schema_work=True) as store:
-            return migrate_op.plan(store, to)
+        return migrate_op.plan(self._handle, to)
 
     def migration_history(self) -> list[models.MigrationInfo]:
         """Every applied migration of every set, oldest first."""
-        with self._handle.use(schema_work=True) as store:
-            return migrate_op.history(store)
+        return migrate_op.history(self._handle)
 
     def migrate(
         self, *, to: int | None = None, backup: str | os.PathLike[str] | bool = True
@@ -599,8 +563,7 @@ class Database:
         backup) and verified. A migration that fails leaves the file at the last completed
         version and the error says how to restore the backup. Waits up to the busy timeout
         for another writer, then refuses with BusyTimeoutError."""
-        with self._handle.use(write=True, schema_work=True) as store:
-            return migrate_op.up(self._handle, store, to=to, backup=backup)
+        return migrate_op.up(self._handle, to=to, backup=backup)
 
     # -- extension points for integrations ----------------------------------------------
 
@@ -610,8 +573,7 @@ class Database:
         transaction, recorded with checksums beside the core's but versioned independently.
         An edited or unknown migration is refused like the core's. Returns the versions
         applied."""
-        with self._handle.use(write=True) as store:
-            return migrate_op.apply_set(store, name, directory)
+        return migrate_op.apply_set(self._handle, name, directory)
 
     @contextmanager
     def write_session(self) -> Iterator[Session]:
@@ -619,8 +581,8 @@ class Database:
         through the yielded session, COMMIT happens when the block ends (ROLLBACK if it
         raises). Only for tables of an integration's migration set: the core tables change
         only through this API."""
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            yield store.conn
+        with session_op.write_session(self._handle) as session:
+            yield session
 
     @contextmanager
     def read_session(self, *, snapshot: bool = True) -> Iterator[Session]:
@@ -629,12 +591,8 @@ class Database:
         ``snapshot=False`` skips the explicit transaction: each statement then reads its own
         snapshot, which is all a block of *one* statement needs, for two fewer round trips
         through SQLite (an integration's hot single-query reads)."""
-        with self._handle.use() as store:
-            if not snapshot:
-                yield store.conn
-                return
-            with store.conn.read_transaction():
-                yield store.conn
+        with session_op.read_session(self._handle, snapshot=snapshot) as session:
+            yield session
 
     # -- pins, retention and garbage collection ---------------------------------------
 
@@ -649,21 +607,17 @@ class Database:
         if note is not None and (not isinstance(note, str) or len(note) > 1000):
             raise errors.InvalidInputError("note must be a str of at most 1000 characters")
         checkpoint_id = self.resolve(ref)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            target = refs.require_row(store, checkpoint_id)
-            return pins.pin(store.conn, name, target, note=note, replace=replace, now_ms=_now_ms())
+        return pin_op.pin(self._handle, name, checkpoint_id, note=note, replace=replace)
 
     def unpin(self, name: str) -> models.Pin:
         """Remove a pin; returns what it protected."""
         pins.validate_name(name)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            return pins.unpin(store.conn, name)
+        return pin_op.unpin(self._handle, name)
 
     def pins(self, namespace: str | None = None) -> list[models.Pin]:
         """Pins with their checkpoints (of one namespace, or all), by name."""
         ns = validation.namespace(namespace) if namespace is not None else None
-        with self._handle.use() as store:
-            return pins.list_pins(store.conn, ns)
+        return pin_op.list_pins(self._handle, ns)
 
     def set_retention(self, policy: RetentionPolicy, *, namespace: str | None = None) -> None:
         """Store the retention policy GC applies to ``namespace`` (or, with None, to every
@@ -671,19 +625,16 @@ class Database:
         if not isinstance(policy, RetentionPolicy):
             raise errors.InvalidInputError("policy must be a ckptdb.RetentionPolicy")
         scope = "*" if namespace is None else validation.namespace(namespace)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            settings.set_policy(store.conn, scope, policy, _now_ms())
+        policy_op.set_policy(self._handle, scope, policy)
 
     def clear_retention(self, *, namespace: str | None = None) -> bool:
         """Remove a stored policy; True if there was one."""
         scope = "*" if namespace is None else validation.namespace(namespace)
-        with self._handle.use(write=True) as store, store.conn.write_transaction():
-            return settings.clear_policy(store.conn, scope)
+        return policy_op.clear_policy(self._handle, scope)
 
     def retention(self) -> dict[str, RetentionPolicy]:
         """Stored retention policies by scope ('*' = the database-wide default)."""
-        with self._handle.use() as store:
-            return settings.stored_policies(store.conn)
+        return policy_op.stored_policies(self._handle)
 
     def gc(
         self,
@@ -720,19 +671,17 @@ class Database:
         kept = {validation.checkpoint_id(c) for c in keep} if keep else None
         grace_seconds = duration_seconds(grace)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        # A dry run changes nothing, so it works on a read-only handle too.
-        with self._handle.use(write=not dry_run) as store:
-            return gc_op.run(
-                store,
-                self.path,
-                policy=policy,
-                namespaces=scope,
-                grace_seconds=grace_seconds,
-                dry_run=dry_run,
-                keep_history=keep_history,
-                keep=kept,
-                progress=progress,
-            )
+        return gc_op.run(
+            self._handle,
+            self.path,
+            policy=policy,
+            namespaces=scope,
+            grace_seconds=grace_seconds,
+            dry_run=dry_run,
+            keep_history=keep_history,
+            keep=kept,
+            progress=progress,
+        )
 
     # -- encryption at rest (key scopes) ------------------------------------------------
 
@@ -786,29 +735,19 @@ class Database:
         """For integrations: a :class:`~ckptdb.extension.RecordSealer` for ``namespace``'s
         key scope, or None when the namespace is not encrypted. KeyUnavailableError /
         KeyMismatchError when its key is missing or wrong."""
-        ns = validation.namespace(namespace)
-        with self._handle.use() as store:
-            scope = store.keyring.scope_for_namespace(store.conn, ns)
-            if not scope.sealed:
-                # The answer is cached by the caller: make sure "not encrypted" is not an
-                # old view of the key scopes (another handle may have created one).
-                store.keyring.rows(store.conn, reload=True)
-                scope = store.keyring.scope_for_namespace(store.conn, ns)
+        scope = encryption_op.scope_of(self._handle, validation.namespace(namespace), fresh=True)
         return RecordSealer(scope) if scope.sealed else None
 
     def content_address(self, namespace: str, data: bytes) -> str:
         """The digest ``data`` is stored under in ``namespace`` -- its sha256, or inside a
         key scope the scope's keyed HMAC -- so an integration can name a blob it stored
         (``BlobRef(db.content_address(ns, data), len(data))``) without reading it back."""
-        ns = validation.namespace(namespace)
-        with self._handle.use() as store:
-            scope = store.keyring.scope_for_namespace(store.conn, ns)
+        scope = encryption_op.scope_of(self._handle, validation.namespace(namespace))
         return scope.address(bytes(data))
 
     def key_scopes(self) -> list[models.KeyScope]:
         """Every key scope of the file (shredded ones too); never any key material."""
-        with self._handle.use() as store:
-            return encryption_op.list_scopes(store)
+        return encryption_op.list_scopes(self._handle)
 
     def drop_namespace(
         self, namespace: str, *, force: bool = False, dry_run: bool = False
@@ -818,24 +757,7 @@ class Database:
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
         simply be run again. A receipt is stored."""
         ns = validation.namespace(namespace)
-        with self._handle.use(write=not dry_run) as store:
-            try:
-                return gc_op.drop_namespace(store, ns, force=force, dry_run=dry_run)
-            except errors.NamespaceNotFoundError:
-                # Already dropped (or never there): nothing to do, which is success.
-                return models.PruneReport(
-                    kind="drop_namespace",
-                    dry_run=dry_run,
-                    receipt_id=None,
-                    namespaces=[],
-                    checkpoints_deleted=0,
-                    deleted_ids=[],
-                    skipped=[],
-                    blobs_deleted=0,
-                    chunks_deleted=0,
-                    bytes_freed=0,
-                    at=models.from_ms(_now_ms()),
-                )
+        return gc_op.drop_namespace(self._handle, ns, force=force, dry_run=dry_run)
 
     def prune(
         self,
@@ -851,8 +773,7 @@ class Database:
             raise errors.InvalidInputError("prune needs a non-empty metadata filter")
         validation.metadata(where)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        with self._handle.use(write=True) as store:
-            return gc_op.prune(store, dict(where), namespaces=scope, dry_run=dry_run)
+        return gc_op.prune(self._handle, dict(where), namespaces=scope, dry_run=dry_run)
 
     # -- quotas -------------------------------------------------------------------------
 
@@ -884,30 +805,25 @@ class Database:
             max_bytes=max_bytes,
             applies_to=applies_to,
             on_exceed=on_exceed,
-            now_ms=_now_ms(),
         )
-        with self._handle.use(write=True) as store:
-            return quota_op.set_quota(store, row)
+        return quota_op.set_quota(self._handle, row)
 
     def clear_quota(self, prefix: str, *, applies_to: quota_op.AppliesTo = "each") -> bool:
         """Remove the quota of (prefix, applies_to); True if there was one."""
         text = quota_op.check_prefix(prefix)
         scope = quota_op.check_applies_to(applies_to)
-        with self._handle.use(write=True) as store:
-            return quota_op.clear_quota(store, text, scope)
+        return quota_op.clear_quota(self._handle, text, scope)
 
     def quotas(self) -> list[models.Quota]:
         """Stored quotas, by prefix then applies_to."""
-        with self._handle.use() as store:
-            return quota_op.list_quotas(store)
+        return quota_op.list_quotas(self._handle)
 
     # -- inspection, checkout, export and import --------------------------------------
 
     def stats(self) -> models.Stats:
         """File size, WAL size, free pages, row counts, deduplication ratio, and what each
         namespace holds (checkpoints, logical and stored bytes: ``usage``)."""
-        with self._handle.use() as store:
-            return stats.collect(store, self.path)
+        return stats.collect(self._handle, self.path)
 
     def query(
         self,
@@ -922,8 +838,7 @@ class Database:
         statement with MultipleStatementsError. ``params``: a mapping for ``:name``
         parameters or a sequence for ``?``. ``timeout`` (seconds, None for none) interrupts
         a runaway query with QueryTimeoutError. See :mod:`ckptdb.ops.query`."""
-        with self._handle.use() as store:
-            return query_module.run(store.conn, sql, params, timeout=timeout)
+        return query_module.run(self._handle, sql, params, timeout=timeout)
 
     @contextmanager
     def query_stream(
@@ -935,10 +850,7 @@ class Database:
     ) -> Iterator[query_module.QueryStream]:
         """:meth:`query`, streaming: yields the columns and an iterator that reads one row
         at a time (the handle is held until the block ends)."""
-        with (
-            self._handle.use() as store,
-            query_module.stream(store.conn, sql, params, timeout=timeout) as qs,
-        ):
+        with query_module.stream(self._handle, sql, params, timeout=timeout) as qs:
             yield qs
 
     def checkout(
@@ -1005,18 +917,17 @@ class Database:
         renamed into place. ``progress(done, total)`` counts entry bytes copied."""
         dest_path = validation.database_path(dest, "the export's destination")
         since_id = self.resolve(since) if since else None
-        with self._handle.use() as store:
-            return transfer.export_to(
-                store,
-                self.path,
-                dest_path,
-                namespaces=namespaces,
-                since=since_id,
-                progress=progress,
-                create=lambda path, page_size: open_op.new_file(
-                    path, chunk_size=store.chunk_size, page_size=page_size, vfs=self._vfs
-                ),
-            )
+        return transfer.export_to(
+            self._handle,
+            self.path,
+            dest_path,
+            namespaces=namespaces,
+            since=since_id,
+            progress=progress,
+            create=lambda path, page_size: open_op.new_file(
+                path, chunk_size=self.chunk_size, page_size=page_size, vfs=self._vfs
+            ),
+        )
 
     def import_file(
         self,
@@ -1031,23 +942,21 @@ class Database:
         none for the namespace or when the move is a fast-forward; otherwise the conflict is
         reported and nothing is overwritten unless ``overwrite`` is true."""
         source_path = validation.database_path(source, "the import's source")
-        with self._handle.use(write=True) as store:
-            return transfer.import_from(
-                store,
-                self.path,
-                source_path,
-                namespaces=namespaces,
-                overwrite=overwrite,
-                progress=progress,
-                open_source=lambda path: open(path, readonly=True, vfs=self._vfs)._handle,
-            )
+        return transfer.import_from(
+            self._handle,
+            self.path,
+            source_path,
+            namespaces=namespaces,
+            overwrite=overwrite,
+            progress=progress,
+            open_source=lambda path: open(path, readonly=True, vfs=self._vfs)._handle,
+        )
 
     def receipts(
         self, *, kind: str | None = None, limit: int | None = None
     ) -> list[models.Receipt]:
         """Stored receipts, newest first, optionally of one kind."""
-        with self._handle.use() as store:
-            return receipts.list_receipts(store.conn, kind=kind, limit=_limit(limit))
+        return receipt_op.list_receipts(self._handle, kind, _limit(limit))
 
     def record_receipt(
         self,
@@ -1063,15 +972,9 @@ class Database:
         if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_.-]{0,62}", kind):
             raise errors.InvalidInputError(f"receipt kind must match [a-z][a-z0-9_.-]*: {kind!r}")
         validation.metadata(body, validation.DEFAULT_MAX_METADATA_BYTES)
-        with self._handle.use() as store:
-            return receipts.record(
-                store.conn,
-                kind,
-                dict(body),
-                namespace=namespace,
-                checkpoint_id=checkpoint_id,
-                at_ms=_now_ms(),
-            )
+        return receipt_op.record(
+            self._handle, kind, dict(body), namespace=namespace, checkpoint_id=checkpoint_id
+        )
 
 
 def _reason(reason: object) -> None:

@@ -10,9 +10,11 @@ from . import models
 from .ops.verify import register_hook
 from .store.crypto import Scope
 from .store.rows import check_types
+from .types import Addressed
 from .validation import metadata_from_json
 
 __all__ = [
+    "Addressed",
     "Params",
     "RecordSealer",
     "Row",
@@ -75,6 +77,11 @@ class RecordSealer:
     """
 
     __slots__ = ("_scope",)
+
+    @property
+    def scope_id(self) -> int | None:
+        """The key scope's id (what :class:`Addressed` names the scope by)."""
+        return self._scope.scope_id
 
     def __init__(self, scope: Scope) -> None:
         self._scope = scope

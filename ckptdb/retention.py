@@ -139,11 +139,6 @@ class RetentionPolicy(BaseModel):
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value)
 
-    @property
-    def keep_within_seconds(self) -> int | None:
-        """Deprecated alias of :attr:`keep_within` (seconds)."""
-        return self.keep_within
-
     @field_validator("keep_matching", mode="before")
     @classmethod
     def _matching(cls, value: Any) -> Any:
@@ -164,10 +159,6 @@ class RetentionPolicy(BaseModel):
             return cls.model_validate(rules)
         except ValueError as exc:
             raise errors.InvalidInputError(f"invalid retention policy: {exc}") from exc
-
-    def is_empty(self) -> bool:
-        """True when no rule is set."""
-        return self == RetentionPolicy()
 
     def lineage_depth(self) -> int | None:
         """How far from CURRENT the lineage rules look: 0 when no rule uses the lineage,

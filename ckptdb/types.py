@@ -1,10 +1,19 @@
-"""Public value types a caller passes in: :class:`Entry`, :class:`BlobRef` and :data:`UNSET`."""
+"""Public value types a caller passes in: :class:`Entry`, :class:`BlobRef`, :class:`Addressed`
+and :data:`UNSET`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from . import errors, validation
+
+#: ``progress(done, total)``: how far an operation that moves bytes or rows has come (commit,
+#: checkout, export, import, GC); called from the operation's thread, never printing.
+Progress = Callable[[int, int], None]
+
+#: ``progress(phase, done, total)``: the same for an operation in named phases (verify).
+PhaseProgress = Callable[[str, int, int], None]
 
 
 class Entry:
@@ -14,35 +23,18 @@ class Entry:
     object (streamed). ``media_type`` (e.g. ``application/json``) and ``schema_pin`` (a
     schema pin such as ``graph-snapshot/v3``; the same name as ``EntryInfo.schema_pin`` and
     the ``entry.schema_pin`` column) are recorded in the manifest and the checkpoint id.
-    ``schema=`` is the deprecated old name of ``schema_pin=``.
     """
 
     __slots__ = ("media_type", "schema_pin", "value")
 
-    def __init__(
-        self,
-        value: Any,
-        *,
-        media_type: str | None = None,
-        schema_pin: str | None = None,
-        schema: str | None = None,
-    ):
-        if schema is not None and schema_pin is not None:
-            raise errors.InvalidEntryError(
-                "give schema_pin only (schema is its deprecated old name)"
-            )
+    def __init__(self, value: Any, *, media_type: str | None = None, schema_pin: str | None = None):
         self.value = value
         self.media_type = validation.optional_label(
             media_type, "media_type", validation.MAX_MEDIA_TYPE_CHARS
         )
         self.schema_pin = validation.optional_label(
-            schema_pin if schema is None else schema, "schema_pin", validation.MAX_SCHEMA_CHARS
+            schema_pin, "schema_pin", validation.MAX_SCHEMA_CHARS
         )
-
-    @property
-    def schema(self) -> str | None:
-        """Deprecated alias of :attr:`schema_pin`."""
-        return self.schema_pin
 
     def __repr__(self) -> str:
         kind = type(self.value).__name__
@@ -101,3 +93,34 @@ class _Unset:
 
 #: "No compare-and-swap": the caller did not state which checkpoint it expects as CURRENT.
 UNSET: Final = _Unset()
+
+
+class Addressed:
+    """Bytes with the content address their caller computed: committed like the bytes, but
+    not hashed again (an integration that hashes a value to decide whether it changed hands
+    ckptdb the digest, so each value is hashed once per put).
+
+    ``digest`` must be the address of ``data`` in the namespace's key scope --
+    ``sha256(data).hexdigest()`` outside any scope (``scope_id=None``), or
+    ``Database.content_address(namespace, data)`` inside one, with that scope's id from
+    ``Database.record_sealer(namespace).scope_id``. For any other scope than the one named,
+    ckptdb computes the address itself. It is trusted as given otherwise: a wrong digest
+    stores bytes that no verified read accepts, so only code that computed it from the very
+    bytes (an integration, in process) should use this.
+    """
+
+    __slots__ = ("data", "digest", "scope_id")
+
+    def __init__(self, data: bytes, digest: str, scope_id: int | None = None) -> None:
+        if type(data) is not bytes:
+            raise errors.InvalidEntryError("Addressed data must be bytes")
+        if type(digest) is not str or not validation.is_full_id(digest):
+            raise errors.InvalidEntryError(
+                f"Addressed digest {digest!r:.80} is not a sha256 hex digest"
+            )
+        self.data = data
+        self.digest = digest
+        self.scope_id = scope_id
+
+    def __repr__(self) -> str:
+        return f"Addressed({len(self.data)} bytes, {self.digest[:12]})"

@@ -30,6 +30,9 @@ MAX_SCHEMA_CHARS = 255
 #: scan (:func:`json_nesting`) before it is parsed.
 MAX_JSON_DEPTH = 64
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
+# A printable-ASCII namespace without surrounding spaces (the common case) is NFC and has
+# no control character: none of the Unicode checks below apply.
+_PLAIN_NAMESPACE = re.compile(rf"[!-~](?:[ -~]{{0,{MAX_NAMESPACE_CHARS - 2}}}[!-~])?")
 # Plain ASCII names (the common case) need none of the Unicode checks below.
 _PLAIN_NAME = re.compile(
     r"(?:[A-Za-z0-9_+=,@%~:-][A-Za-z0-9._+=,@%~: -]{0,254}/)*"
@@ -104,6 +107,41 @@ def entry_name(name: object) -> str:
     return name
 
 
+def entry_names(entries: object) -> list[str]:
+    """The names of a commit's ``entries`` mapping, validated (:func:`entry_name`, at most
+    :data:`MAX_ENTRIES`, :func:`entry_names_consistent`) and sorted -- the order a
+    checkpoint's identity is computed in."""
+    if not isinstance(entries, Mapping):
+        raise errors.InvalidEntryError(
+            f"entries must be a mapping of name -> value, got {type(entries).__name__}"
+        )
+    if len(entries) > MAX_ENTRIES:
+        raise errors.InvalidEntryError(
+            f"{len(entries)} entries; a checkpoint holds at most {MAX_ENTRIES}"
+        )
+    nested = False
+    for name in entries:
+        if not (
+            type(name) is str
+            and len(name) <= MAX_NAME_CHARS
+            and _PLAIN_NAME.fullmatch(name)
+            and name[-1] != " "
+        ):
+            entry_name(name)  # the slow path: Unicode names, or the error that says why not
+        nested = nested or "/" in name
+    names = sorted(entries)
+    if nested:
+        entry_names_consistent(names)
+    return names
+
+
+def reason(value: object) -> str:
+    """A pointer move's reason: a non-empty str of at most 200 characters."""
+    if type(value) is not str or not value or len(value) > 200:
+        raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
+    return value
+
+
 def entry_names_consistent(names: Iterable[str]) -> None:
     """Refuse a set of names in which one name is also a directory of another ('a', 'a/b'),
     which could not be materialized as files."""
@@ -127,6 +165,8 @@ def namespace(name: object) -> str:
     A namespace is a non-empty, NFC-normalized str of at most 256 characters with no
     control characters and no leading or trailing whitespace.
     """
+    if type(name) is str and _PLAIN_NAMESPACE.fullmatch(name):
+        return name
     if not isinstance(name, str):
         raise errors.InvalidNamespaceError(
             f"namespace must be a str, got {type(name).__name__}", namespace=repr(name)
@@ -229,7 +269,10 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
     except (TypeError, ValueError, RecursionError) as exc:
         raise errors.InvalidMetadataError(f"metadata is not JSON-serializable: {exc}") from exc
     try:
-        metadata_size(text, max_bytes)
+        if len(text) * 4 > max_bytes:  # else it fits whatever its characters' widths
+            metadata_size(text, max_bytes)
+        else:
+            text.encode("utf-8")  # a lone surrogate raises here
     except UnicodeEncodeError:
         _check_json(value, "$", 0)  # a lone surrogate somewhere: say where
         raise errors.InvalidMetadataError("metadata is not valid Unicode") from None
@@ -248,10 +291,26 @@ def _plain_json(value: Any, depth: int) -> bool:
     if depth >= MAX_JSON_DEPTH:
         return False
     if kind is dict:
-        return all(type(k) is str and _plain_json(v, depth + 1) for k, v in value.items())
-    if kind is list:
-        return all(_plain_json(v, depth + 1) for v in value)
-    return False
+        items: Any = value.values()
+        for key in value:
+            if type(key) is not str:
+                return False
+    elif kind is list:
+        items = value
+    else:
+        return False
+    # Scalars are checked here, without a call each: metadata is mostly flat.
+    for item in items:
+        inner = type(item)
+        if inner is str or inner is int or inner is bool or item is None:
+            continue
+        if inner is float:
+            if not math.isfinite(item):
+                return False
+            continue
+        if not _plain_json(item, depth + 1):
+            return False
+    return True
 
 
 def metadata_size(text: str, max_bytes: int) -> None:
@@ -291,9 +350,7 @@ def stored_json(text: object, what: str, reason: str, **details: Any) -> Any:
     # Counting brackets is cheap (C); only text with that many brackets gets the scan. At
     # exactly MAX_JSON_DEPTH + 1 open brackets the innermost container is at the limit and
     # must be empty, which only the parsed value shows (parsing that deep is safe).
-    nesting = (
-        json_nesting(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
-    )
+    nesting = json_nesting(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
     problem = f"nests deeper than {MAX_JSON_DEPTH} levels"
     if nesting <= MAX_JSON_DEPTH + 1:
         try:

@@ -363,8 +363,8 @@ SELECT n.name                                                            AS name
 -- pointer names (checked where checkpoints are deleted, reported by verify).
 -- Role: canonical.
 -- Invariant: current_seq and fallback_seq name stored checkpoints (v6: no foreign key;
---   store/checkpoints.delete_listed refuses to delete them, verify reports a dangling one
---   as foreign_key).
+--   store/gc_batch.GcBatch.delete_checkpoints refuses to delete them, verify reports a
+--   dangling one as foreign_key).
 -- Invariant: fallback = the previous CURRENT; digest seals (namespace, revision, current,
 --   fallback, previous_digest) and previous_digest chains to the move before.
 -- Invariant: confirmed_at_ms exists so that a commit whose COMMIT failed can be confirmed

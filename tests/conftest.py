@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,47 @@ def engine(path: str | Path) -> Handle:
         page_size=None,
         vfs=None,
     )
+
+
+def publish_crafted(
+    handle: Handle,
+    namespace: str,
+    entries: list[tuple[str, Any, str | None, str | None]],
+    metadata_json: str = "{}",
+    *,
+    reason: str = "crafted",
+    code_revision: str | None = None,
+    base: str | None = None,
+) -> ckptdb.CommitAck:
+    """Publish, below the public API, a plan no validation saw -- entries given as (name,
+    prepared blob, media type, schema pin), in the order given, and metadata as raw text --
+    as a hostile writer would: the ids and pointer digests come out right."""
+    from ckptdb.canonical import EntryRecord
+    from ckptdb.ops.commit import CommitPlan, publish
+    from ckptdb.ops.unit import writing
+
+    plan = CommitPlan(
+        namespace,
+        [name for name, *_ in entries],
+        {},
+        metadata_json=metadata_json,
+        expect_current=ckptdb.UNSET,
+        reason=reason,
+        base=base,
+        on_publish=None,
+        progress=None,
+        code_revision=code_revision,
+    )
+    plan.values = None  # prepared here, by hand
+    plan.records = [EntryRecord(n, b.digest, b.size, m, s) for n, b, m, s in entries]
+    plan.blobs = [b for _, b, _, _ in entries]
+    plan.total_size = sum(b.size for b in plan.blobs)
+    with writing(handle) as tx:
+        return publish(tx, plan)
+
+
+def prepared_blob(handle: Handle, data: bytes, now_ms: int = 0) -> Any:
+    """``data`` hashed (and, when large, staged) as a commit prepares it."""
+    from ckptdb.ops.prepare import prepare_value
+
+    return prepare_value(handle.store.blobs, data, [0], now_ms)

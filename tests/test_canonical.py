@@ -20,7 +20,7 @@ records = st.lists(
         digest=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
         size=st.integers(min_value=0, max_value=2**62),
         media_type=optional,
-        schema=optional,
+        schema_pin=optional,
     ),
     max_size=6,
 )

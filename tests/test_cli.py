@@ -243,18 +243,10 @@ def test_checkout_writes_private_files_and_refuses_unsafe_targets(
 def _craft_checkpoint_with_name(path: Path, namespace: str, name: str) -> None:
     """Publish a checkpoint whose manifest (consistently hashed) has an unsafe entry name, as
     a hostile file would: through the publish internals, skipping name validation."""
-    from conftest import engine
+    from conftest import engine, prepared_blob, publish_crafted
 
-    from ckptdb.ops.commit import CommitPlan, publish
-    from ckptdb.ops.prepare import PreparedEntry, prepare
-
-    with engine(path) as eng, eng.use(write=True) as store:
-        blob = prepare(store.blobs, b"evil bytes", [0], 0)
-        plan = CommitPlan(
-            namespace, [PreparedEntry(name, blob, None, None)], "{}", ckptdb.UNSET, "crafted"
-        )
-        with store.conn.write_transaction():
-            publish(store, plan, 0)
+    with engine(path) as eng:
+        publish_crafted(eng, namespace, [(name, prepared_blob(eng, b"evil bytes"), None, None)])
 
 
 @pytest.mark.parametrize("evil", ["../escape.txt", "/abs/path", "a/../../b", "ok/./x", "x\x00y"])

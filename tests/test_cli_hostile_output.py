@@ -27,13 +27,11 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
-from conftest import engine, raw_sql
+from conftest import engine, prepared_blob, publish_crafted, raw_sql
 
 import ckptdb
 from ckptdb import canonical
 from ckptdb.cli import main
-from ckptdb.ops.commit import CommitPlan, publish
-from ckptdb.ops.prepare import PreparedEntry, prepare
 from ckptdb.retention import RetentionPolicy
 
 #: OSC 52 clipboard write, CSI clear screen, BEL, 8-bit CSI, backspace, CR, U+2028, RLO.
@@ -60,21 +58,18 @@ def _craft(
 ) -> str:
     """Publish a checkpoint through the publish internals, skipping every validation of
     names and labels, as a hostile writer would: the ids and pointer digests are right."""
-    with engine(path) as eng, eng.use(write=True) as store:
+    with engine(path) as eng:
         prepared = [
-            PreparedEntry(name, prepare(store.blobs, data, [0], 0), *labels)
-            for name, data in sorted(entries.items())
+            (name, prepared_blob(eng, data), *labels) for name, data in sorted(entries.items())
         ]
-        plan = CommitPlan(
+        return publish_crafted(
+            eng,
             namespace,
             prepared,
             canonical.dumps(metadata),
-            ckptdb.UNSET,
-            reason,
+            reason=reason,
             code_revision=code_revision,
-        )
-        with store.conn.write_transaction():
-            return publish(store, plan, 0).checkpoint_id
+        ).checkpoint_id
 
 
 def _build(path: Path, keys_file: Path) -> dict[str, str]:
@@ -298,17 +293,20 @@ def _printing_calls(tree: ast.AST) -> Iterator[tuple[str, ast.Call]]:
 
 
 def test_commands_print_only_through_the_renderer() -> None:
-    """No command module prints around ckptdb.cli_output (the escaping renderer): the only
+    """No command module prints around ckptdb.cli.output (the escaping renderer): the only
     exceptions are the completion script (ckptdb's own text), `cat` (an entry's exact
-    bytes) and JSON already made safe by cli_output.json_text. cli_sql's writers are the
+    bytes) and JSON already made safe by output.json_text. sql_output's writers are the
     streamed formats, tested above and in tests/test_sql_streaming.py."""
     package = Path(ckptdb.__file__).parent
+    cli = package / "cli"
     modules = [
         p
         for p in package.rglob("*.py")
-        if "import click" in p.read_text() and p.name not in ("cli_output.py", "cli_sql.py")
+        if (p.is_relative_to(cli) or "import click" in p.read_text())
+        and p not in (cli / "output.py", cli / "sql_output.py")
     ]
-    assert package / "cli.py" in modules
+    assert cli / "checkpoints.py" in modules
+    assert cli / "render" / "checkpoints.py" in modules
     offenders = []
     for path in modules:
         for function, call in _printing_calls(ast.parse(path.read_text())):
@@ -316,4 +314,4 @@ def test_commands_print_only_through_the_renderer() -> None:
             safe_json = isinstance(first, ast.Call) and getattr(first.func, "id", "") == "json_text"
             if function not in ("completion", "cat") and not safe_json:
                 offenders.append(f"{path.relative_to(package)}:{call.lineno}")
-    assert offenders == [], f"print with cli_output.echo/table/print_json: {offenders}"
+    assert offenders == [], f"print with cli.output.echo/table/print_json: {offenders}"

@@ -26,7 +26,7 @@ def test_round_trip_of_every_entry_kind(db: ckptdb.Database, tmp_path: Path) -> 
             "notes.txt": "héllo wörld",
             "ingest_roots.json": roots,
             "stream.bin": io.BytesIO(b"\x00\x01\x02" * 1000),
-            "typed.json": ckptdb.Entry(b"{}", media_type="application/json", schema="g/v3"),
+            "typed.json": ckptdb.Entry(b"{}", media_type="application/json", schema_pin="g/v3"),
             "empty": b"",
         },
         metadata={"turn_count": 12, "source_revision": "abc123"},

@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import canonical, errors
-from ckptdb.cli import EXIT_CODES, EXIT_IMPORT_SKIPPED, main
+from ckptdb.cli import EXIT_IMPORT_SKIPPED, main
 from ckptdb.importers import run_import
 
 CHUNK = 64 * 1024
@@ -326,7 +326,7 @@ def _stream_result(pieces: list[Any]) -> bytes | None:
 
 def _entry_or_error(value: bytes, media_type: str | None, schema: str | None) -> Any:
     try:
-        return ckptdb.Entry(value, media_type=media_type, schema=schema)
+        return ckptdb.Entry(value, media_type=media_type, schema_pin=schema)
     except errors.CkptdbError as exc:
         assert_typed(exc)
         return exc  # committing the error object itself is another bad value
@@ -735,7 +735,7 @@ def test_fuzz_state_dir_sources(db: ckptdb.Database, tmp_path: Path, data: st.Da
 
 # -- the command line -----------------------------------------------------------------------
 
-DOCUMENTED = {0} | {code for _, code in EXIT_CODES} | {2, EXIT_IMPORT_SKIPPED}
+DOCUMENTED = {0} | set(errors.exit_statuses().values()) | {2, EXIT_IMPORT_SKIPPED}
 
 
 @pytest.fixture

@@ -7,12 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import engine, raw_sql
+from conftest import engine, prepared_blob, publish_crafted, raw_sql
 
 import ckptdb
 from ckptdb import RetentionPolicy, errors
-from ckptdb.ops.commit import CommitPlan, publish
-from ckptdb.ops.prepare import PreparedEntry, prepare
 
 CHUNK = 64 * 1024
 HOUR = 3_600_000
@@ -175,8 +173,8 @@ def test_pins_are_write_once_listed_and_shown_in_log(db: ckptdb.Database) -> Non
 
 
 def test_grace_period_protects_recently_staged_chunks(db: ckptdb.Database) -> None:
-    with engine(db.path) as eng, eng.use() as store:
-        blob = prepare(store.blobs, os.urandom(3 * CHUNK), [0], int(time.time() * 1000))
+    with engine(db.path) as eng:
+        blob = prepared_blob(eng, os.urandom(3 * CHUNK), int(time.time() * 1000))
     staged = len(blob.chunk_ids)
     db.gc(RetentionPolicy(), grace="1h")
     assert raw_sql(db.path, "SELECT count(*) FROM chunk")[0][0] == staged
@@ -184,14 +182,8 @@ def test_grace_period_protects_recently_staged_chunks(db: ckptdb.Database) -> No
     # fails cleanly with a retryable error instead of publishing missing bytes.
     report = db.gc(RetentionPolicy(), grace=0)
     assert report.chunks_deleted == staged
-    plan = CommitPlan("ns", [PreparedEntry("w", blob, None, None)], "{}", ckptdb.UNSET, "c")
-    with (
-        engine(db.path) as eng,
-        eng.use(write=True) as store,
-        pytest.raises(errors.ChunkMissingError) as exc,
-        store.conn.write_transaction(),
-    ):
-        publish(store, plan, 0)
+    with engine(db.path) as eng, pytest.raises(errors.ChunkMissingError) as exc:
+        publish_crafted(eng, "ns", [("w", blob, None, None)], reason="c")
     assert exc.value.retryable
     assert db.current("ns") is None
     assert db.commit("ns", {"w": b"retry works"}).created
@@ -266,14 +258,13 @@ def test_a_reused_chunk_rowid_never_names_the_wrong_bytes(db: ckptdb.Database) -
     inserted, and the first publish must not link the other chunk's bytes (found by the
     multi-process concurrency run)."""
     now = int(time.time() * 1000)
-    with engine(db.path) as eng, eng.use(write=True) as store:
-        first = prepare(store.blobs, os.urandom(2 * CHUNK), [0], now)
+    with engine(db.path) as eng:
+        first = prepared_blob(eng, os.urandom(2 * CHUNK), now)
         db.gc(grace=0)  # the staged, unreferenced chunks go
-        second = prepare(store.blobs, os.urandom(2 * CHUNK), [0], now)
+        second = prepared_blob(eng, os.urandom(2 * CHUNK), now)
         assert set(second.chunk_ids) == set(first.chunk_ids)  # rowids were reused
-        plan = CommitPlan("ns", [PreparedEntry("w", first, None, None)], "{}", ckptdb.UNSET, "c")
-        with pytest.raises(errors.ChunkMissingError), store.conn.write_transaction():
-            publish(store, plan, now)
+        with pytest.raises(errors.ChunkMissingError):
+            publish_crafted(eng, "ns", [("w", first, None, None)], reason="c")
     assert db.current("ns") is None and db.verify().ok
 
 
@@ -318,7 +309,7 @@ def test_lineage_only_mark_equals_the_general_mark(
 
     def marked() -> gc_op.Mark:
         with db._handle.use() as store, store.conn.read_transaction():
-            now = gc_op._now_ms()
+            now = db.clock()
             return gc_op.mark(store.conn, policy=policy, namespaces=None, now_ms=now, keep=keep)
 
     fast = marked()

@@ -114,18 +114,11 @@ def move_consistently(path: Path, namespace: str, current: str, fallback: str | 
 
 def craft_checkpoint(path: Path, namespace: str, name: str, metadata_json: str) -> None:
     """Publish (consistently hashed) a checkpoint with any entry name / metadata text."""
-    from conftest import engine
+    from conftest import engine, prepared_blob, publish_crafted
 
-    from ckptdb.ops.commit import CommitPlan, publish
-    from ckptdb.ops.prepare import PreparedEntry, prepare
-
-    with engine(path) as eng, eng.use(write=True) as store:
-        blob = prepare(store.blobs, b"crafted", [0], 0)
-        plan = CommitPlan(
-            namespace, [PreparedEntry(name, blob, None, None)], metadata_json, ckptdb.UNSET, "x"
-        )
-        with store.conn.write_transaction():
-            publish(store, plan, 0)
+    with engine(path) as eng:
+        blob = prepared_blob(eng, b"crafted")
+        publish_crafted(eng, namespace, [(name, blob, None, None)], metadata_json, reason="x")
 
 
 def loosen(path: Path, sql: str, params: tuple[Any, ...] = ()) -> None:

@@ -20,15 +20,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import engine
+from conftest import engine, prepared_blob, publish_crafted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import errors
 from ckptdb.cli import main
-from ckptdb.ops.commit import CommitPlan, publish
-from ckptdb.ops.prepare import PreparedEntry, prepare
 from ckptdb.retention import KeepBest, RetentionPolicy
 
 LIMIT = 64  # the documented rule; the test states it rather than importing it
@@ -171,18 +169,11 @@ def test_text_the_scan_passes_never_makes_the_parser_recurse_too_deep(text: str,
 def _craft(path: Path, metadata_json: str, base: str) -> str:
     """Publish, through the publish internals, a checkpoint whose stored metadata is
     ``metadata_json`` as is (a hostile writer: the id and digests are consistent)."""
-    with engine(path) as eng, eng.use(write=True) as store:
-        blob = prepare(store.blobs, b"crafted", [0], 0)
-        plan = CommitPlan(
-            "brain",
-            [PreparedEntry("a", blob, None, None)],
-            metadata_json,
-            ckptdb.UNSET,
-            "crafted",
-            base=base,
-        )
-        with store.conn.write_transaction():
-            return publish(store, plan, 0).checkpoint_id
+    with engine(path) as eng:
+        blob = prepared_blob(eng, b"crafted")
+        return publish_crafted(
+            eng, "brain", [("a", blob, None, None)], metadata_json, base=base
+        ).checkpoint_id
 
 
 STORED = st.one_of(

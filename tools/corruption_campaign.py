@@ -196,7 +196,7 @@ class Recorder:
             media_type = schema = None
             value = given
             if isinstance(given, ckptdb.Entry):
-                media_type, schema, value = given.media_type, given.schema, given.value
+                media_type, schema, value = given.media_type, given.schema_pin, given.value
             data = value.encode() if isinstance(value, str) else bytes(value)
             digest = hashlib.sha256(data).hexdigest()
             (self.blobs_dir / digest).write_bytes(data)
@@ -234,7 +234,7 @@ def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
                 "model.bin": payload(f"alpha-model-{model_gen}", 3 * CHUNK + 123),
                 "config/settings.json": settings,
                 "notes/é.txt": ckptdb.Entry(
-                    f"notes of turn {g}\n", media_type="text/plain", schema="notes/v1"
+                    f"notes of turn {g}\n", media_type="text/plain", schema_pin="notes/v1"
                 ),
             },
             metadata={"turn": g, "loss": 1.0 / g, "tags": ["a", str(g)]},

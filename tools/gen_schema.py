@@ -115,8 +115,8 @@ INVARIANTS: dict[str, list[str]] = {
     ],
     "pointer": [
         "current_seq and fallback_seq name stored checkpoints (v6: no foreign key;"
-        " store/checkpoints.delete_listed refuses to delete them, verify reports a dangling"
-        " one as foreign_key)",
+        " store/gc_batch.GcBatch.delete_checkpoints refuses to delete them, verify"
+        " reports a dangling one as foreign_key)",
         "fallback = the previous CURRENT; digest seals (namespace, revision, current,"
         " fallback, previous_digest) and previous_digest chains to the move before",
         "confirmed_at_ms exists so that a commit whose COMMIT failed can be confirmed by a"

@@ -49,7 +49,7 @@ def build(path: Path) -> dict[str, object]:
                 {
                     "model.pt": rng.randbytes(1000 + step),
                     "optimizer.pt": shared,
-                    "schema.json": ckptdb.Entry(b"{}", schema="train-state/v2"),
+                    "schema.json": ckptdb.Entry(b"{}", schema_pin="train-state/v2"),
                 },
                 metadata={"step": step * 100, "loss": round(1.0 / (step + 1), 4), "run_id": "r7"},
             )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +17,6 @@ if TYPE_CHECKING:
 
 #: Largest single JSON document an importer reads into memory.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-Progress = Callable[[int, int], None]
 
 
 def _lstat(path: Path) -> os.stat_result:
@@ -39,13 +36,6 @@ def lstat_regular(path: Path) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise errors.SourceError(f"{path} is not a regular file")
     return st
-
-
-def require_directory(path: Path) -> None:
-    """Refuse a source root that is missing, a symlink or not a directory."""
-    st = _lstat(path)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise errors.SourceError(f"{path} is not a directory (symlinks are not followed)")
 
 
 def read_no_follow(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
@@ -90,19 +80,6 @@ def parse_json(data: bytes, path: str) -> Any:
                 f"{path} holds text with a lone surrogate escape, which is not valid Unicode"
             )
     return document
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """(sha256 hex, size) of a regular file, streamed, without following symlinks."""
-    lstat_regular(path)
-    h = hashlib.sha256()
-    size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        while piece := fh.read(4 * 1024 * 1024):
-            h.update(piece)
-            size += len(piece)
-    return h.hexdigest(), size
 
 
 def inside(root: Path, relative: str) -> Path:
@@ -226,7 +203,7 @@ class Collector:
 
     def finish(self) -> models.ImportReport:
         """Store a receipt (unless a dry run) and return the report."""
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = self.db.clock()
         receipt_id = None
         if not self.dry_run:
             receipt_id = self.db.record_receipt(

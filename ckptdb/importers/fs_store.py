@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import errors, models, validation
-from ..types import Entry
+from ..types import Entry, Progress
 from .common import (
     MAX_DOCUMENT_BYTES,
     Collector,
-    Progress,
     inside,
     namespace_for,
     parse_json,

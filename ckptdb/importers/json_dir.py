@@ -29,10 +29,10 @@ from datetime import datetime
 from typing import Any
 
 from .. import errors, models, validation
+from ..types import Progress
 from .common import (
     MAX_DOCUMENT_BYTES,
     Collector,
-    Progress,
     canonical_digest,
     escape_component,
     namespace_for,

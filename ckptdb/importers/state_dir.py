@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors, models
+from ..types import Progress
 from .common import (
     Collector,
-    Progress,
     namespace_for,
     parse_json,
 )

@@ -29,13 +29,13 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from .. import errors, models, validation
+from ..types import Progress
 from .checkpoint import Checkpoint
 
-Progress = Callable[[int, int], None]
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _RENAME_NOREPLACE = 1

@@ -1,143 +1,169 @@
-"""The commit path: prepare outside the lock, publish in one write transaction, and resolve
-a COMMIT whose outcome is unknown.
+"""The commit path: prepare outside the write transaction, publish inside one, and resolve a
+COMMIT whose outcome is unknown.
 
-Publish = manifest + entries + pointer move inside one ``BEGIN IMMEDIATE`` transaction; the
-expensive work (validation, hashing, staging of large blobs) happened before the lock.
+A commit is a :class:`CommitPlan`: the front object builds it from validated arguments,
+:func:`prepare` hashes (and, for large values, stages) its entries, and :func:`publish`
+writes manifest, entries and pointer move inside one write transaction -- a unit of work
+that ``ops/group`` opens, alone or for a batch. Publish reads CURRENT from the handle's
+cache when this handle's own last commit to the namespace left it there and no other
+connection committed since (``ops/handle``), else from the file.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import canonical, errors, models
-from ..connection import Connection
-from ..store import Store, checkpoints, pointers
+from ..canonical import EntryRecord
+from ..extension import Session
+from ..store import CORE_TABLES, checkpoints, pointers
+from ..store.blobs import BlobStore, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
 from ..store.receipts import store_receipt
-from ..store.rows import PointerRow
-from ..types import UNSET, Entry, _Unset
+from ..store.rows import CurrentSummary, PointerRow
+from ..types import Addressed, Entry, _Unset
 from . import quota
 from .handle import Handle
-from .prepare import INLINE_BUDGET, PreparedEntry, prepare
+from .prepare import INLINE_BUDGET, inline, prepare_value
 from .progress import CommitBytes
+from .unit import Unit, writing
 
-__all__ = ["UNSET", "CommitPlan", "build_ack", "commit", "publish", "set_current"]
+__all__ = ["CommitPlan", "commit", "prepare", "publish", "set_current"]
+
+Hook = Callable[[Session, models.CommitAck], None]
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass
 class CommitPlan:
-    """A validated, prepared commit."""
+    """One commit: the caller's validated arguments, then (after :func:`prepare`) its
+    entries as records in name order with their prepared blobs, and (after
+    :func:`publish`) the id it tried to publish."""
 
-    namespace: str
-    entries: list[PreparedEntry]
-    metadata_json: str
-    expect_current: str | _Unset | None
-    reason: str
-    base: str | None = None
-    on_publish: Callable[[Connection, models.CommitAck], None] | None = None
-    attempted_id: str | None = field(default=None)
-    #: the key scope the entries were addressed and sealed for
-    scope: Scope = PLAINTEXT
-    #: recorded beside a new checkpoint (the writing handle's ``code_revision``)
-    code_revision: str | None = None
-
-    def records(self) -> list[canonical.EntryRecord]:
-        """Entry records in name order (the order the identity is computed in)."""
-        return [e.record() for e in self.entries]
-
-
-def build_ack(
-    plan: CommitPlan,
-    checkpoint_id: str,
-    parent_id: str | None,
-    generation: int,
-    revision: int,
-    created: bool,
-    stored: int,
-    now_ms: int,
-    evicted_ids: list[str] | None = None,
-) -> models.CommitAck:
-    """The acknowledgement of ``plan`` landing as ``checkpoint_id`` (``evicted_ids``: what
-    an evicting quota deleted to make room for it)."""
-    logical = sum(e.blob.size for e in plan.entries)
-    # Built from values this module computed, so pydantic's validation is skipped.
-    return models.CommitAck.model_construct(
-        checkpoint_id=checkpoint_id,
-        namespace=plan.namespace,
-        parent_id=parent_id,
-        generation=generation,
-        pointer_revision=revision,
-        created=created,
-        entry_count=len(plan.entries),
-        logical_bytes=logical,
-        bytes_stored=stored,
-        bytes_deduplicated=max(logical - stored, 0),
-        created_at=models.from_ms(now_ms),
-        evicted_ids=evicted_ids or [],
+    __slots__ = (
+        "attempted_id",
+        "base",
+        "blobs",
+        "code_revision",
+        "expect_current",
+        "metadata_json",
+        "names",
+        "namespace",
+        "on_publish",
+        "progress",
+        "reason",
+        "records",
+        "references",
+        "scope",
+        "total_size",
+        "values",
     )
 
+    def __init__(
+        self,
+        namespace: str,
+        names: list[str],
+        values: Mapping[str, Any],
+        *,
+        metadata_json: str,
+        expect_current: str | _Unset | None,
+        reason: str,
+        base: str | None,
+        on_publish: Hook | None,
+        progress: Callable[[int, int], None] | None,
+        code_revision: str | None,
+    ) -> None:
+        self.namespace = namespace
+        #: entry names, sorted (the order the identity is computed in)
+        self.names = names
+        #: the caller's values by name (dropped once prepared)
+        self.values: Mapping[str, Any] | None = values
+        self.metadata_json = metadata_json
+        self.expect_current = expect_current
+        self.reason = reason
+        self.base = base
+        self.on_publish = on_publish
+        self.progress = progress
+        self.code_revision = code_revision
+        #: the key scope the entries were addressed and sealed for
+        self.scope: Scope = PLAINTEXT
+        self.records: list[EntryRecord] = []
+        self.blobs: list[PreparedBlob] = []
+        self.total_size = 0
+        #: True when an entry is a reference (a BlobRef) to a stored blob
+        self.references = False
+        self.attempted_id: str | None = None
 
-def prepare_plan(
-    store: Store,
-    namespace: str,
-    names: list[str],
-    entries: Mapping[str, Any],
-    *,
-    metadata_json: str,
-    expect_current: str | _Unset | None,
-    reason: str,
-    base: str | None,
-    on_publish: Callable[[Connection, models.CommitAck], None] | None,
-    progress: Callable[[int, int], None] | None,
-    code_revision: str | None = None,
-) -> CommitPlan:
-    """Hash every entry value and stage the large ones (outside the commit transaction)."""
-    now = _now_ms()
+
+def prepare(blobs: BlobStore, plan: CommitPlan, scope: Scope, now_ms: int) -> None:
+    """Hash every entry value of ``plan`` for ``scope`` (a namespace in a key scope is
+    addressed with the scope's keyed hash and sealed, so its plaintext never reaches the
+    file) and stage the large ones in short transactions of their own."""
+    values = plan.values
+    assert values is not None
+    plan.scope = scope
+    if scope is not PLAINTEXT:
+        plan.metadata_json = scope.seal_metadata(plan.metadata_json)
     budget = [INLINE_BUDGET]
-    # Resolved before any byte is hashed: a namespace in a key scope is addressed with the
-    # scope's keyed hash and sealed, so its plaintext never reaches the file.
-    scope = store.keyring.scope_for_namespace(store.conn, namespace)
-    metadata_json = scope.seal_metadata(metadata_json)
-    prepared: list[PreparedEntry] = []
-    counter = None if progress is None else CommitBytes(progress, entries)  # bytes
-    for name in names:
-        value = entries[name]
+    counter = None if plan.progress is None else CommitBytes(plan.progress, values)
+    inline_limit = blobs.chunker.inline_limit
+    records = plan.records
+    prepared = plan.blobs
+    total = 0
+    for name in plan.names:
+        value = values[name]
         media_type = schema = None
-        if isinstance(value, Entry):
-            media_type, schema, value = value.media_type, value.schema, value.value
-        blob = prepare(
-            store.blobs, value, budget, now, None if counter is None else counter.read, scope
-        )
-        prepared.append(PreparedEntry(name, blob, media_type, schema))
+        if type(value) is Entry:
+            media_type, schema, value = value.media_type, value.schema_pin, value.value
+        kind = type(value)
+        if kind is bytes and len(value) <= inline_limit:
+            blob = inline(value, scope)  # the common case, without the dispatch
+        elif kind is Addressed and len(value.data) <= inline_limit:
+            blob = inline(
+                value.data, scope, value.digest if value.scope_id == scope.scope_id else None
+            )
+        else:
+            blob = prepare_value(
+                blobs, value, budget, now_ms, None if counter is None else counter.read, scope
+            )
+        if blob.reference:
+            plan.references = True
+        records.append(EntryRecord(name, blob.digest, blob.size, media_type, schema))
+        prepared.append(blob)
+        total += blob.size
         if counter is not None:
             counter.entry_done(name, 0 if blob.reference else blob.size)
-    return CommitPlan(
-        namespace,
-        prepared,
-        metadata_json,
-        expect_current,
-        reason,
-        base=base,
-        on_publish=on_publish,
-        scope=scope,
-        code_revision=code_revision,
-    )
+    plan.total_size = total
+    plan.values = None
 
 
-def commit(handle: Handle, store: Store, plan: CommitPlan) -> models.CommitAck:
-    """Publish a prepared plan; when COMMIT itself fails, resolve the outcome."""
-    try:
-        with store.conn.write_transaction():
-            return publish(store, plan, _now_ms())
-    except errors.CommitOutcomeUnknownError as exc:
-        return _resolve_unknown_outcome(handle, plan, exc)
+def commit(handle: Handle, plan: CommitPlan) -> models.CommitAck:
+    """Prepare ``plan`` (unless it was, outside the handle) and publish it in a write
+    transaction of its own; when COMMIT itself fails, resolve the outcome. The lone
+    committer's path: nothing of group commit is paid here.
+
+    It is :func:`~.unit.holding` spelled out (the lock, ``Handle.enter``, the owner put
+    back): this runs once per commit, and the generators would be a third of its
+    bookkeeping."""
+    with handle.lock:
+        outer = handle.enter(write=True, keeps_heads=True)
+        try:
+            tx = Unit(handle, handle.store, writes=True)
+            if plan.values is not None:
+                keyring = tx.store.blobs.keyring
+                scope = keyring.known_scope(plan.namespace) or keyring.scope_for_namespace(
+                    tx.conn, plan.namespace
+                )
+                prepare(tx.store.blobs, plan, scope, tx.now_ms)
+            try:
+                with tx.conn.write_transaction():
+                    ack = publish(tx, plan)
+            except errors.CommitOutcomeUnknownError as exc:
+                handle.forget_heads()
+                return _resolve_unknown_outcome(handle, plan, exc)
+            handle.heads.update(tx.moved)  # only once COMMIT returned
+            return ack
+        finally:
+            handle.owner = outer  # what Handle.use does on leaving
 
 
 def _resolve_unknown_outcome(
@@ -146,12 +172,12 @@ def _resolve_unknown_outcome(
     """COMMIT failed: reopen, read CURRENT, and acknowledge only what a successful commit
     has since made durable."""
     try:
-        conn = handle.reconnect().conn
-        with conn.write_transaction():
-            ptr = pointers.pointer(conn, plan.namespace)
+        handle.reconnect()
+        with writing(handle) as tx:
+            ptr = pointers.pointer(tx.conn, plan.namespace)
             landed = ptr is not None and ptr.current_id == plan.attempted_id
             if ptr is not None and landed:
-                pointers.confirm(conn, ptr, _now_ms())
+                pointers.confirm(tx.conn, ptr, tx.now_ms)
     except errors.CkptdbError as exc:
         handle.mark_broken()
         raise errors.CommitOutcomeUnknownError(
@@ -169,7 +195,7 @@ def _resolve_unknown_outcome(
             checkpoint_id=plan.attempted_id,
         ) from failure
     summary = ptr.current_summary()
-    return build_ack(
+    return _ack(
         plan,
         ptr.current_id,
         summary.parent_id,
@@ -181,21 +207,54 @@ def _resolve_unknown_outcome(
     )
 
 
-def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
-    """Publish ``plan`` (inside an open write transaction) and return its acknowledgement."""
-    conn = store.conn
-    ns = plan.namespace
-    ptr = pointers.pointer(conn, ns)
-    if ptr is not None and ptr.scope_id != plan.scope.scope_id:
-        _scope_changed(store, ns)
-    current_id = ptr.current_id if ptr is not None else None
-    entries_json = canonical.entries_json(plan.records())
-    total_size = sum(e.blob.size for e in plan.entries)
+def _ack(
+    plan: CommitPlan,
+    checkpoint_id: str,
+    parent_id: str | None,
+    generation: int,
+    revision: int,
+    *,
+    created: bool,
+    stored: int,
+    now_ms: int,
+    evicted_ids: list[str] | None = None,
+) -> models.CommitAck:
+    """The acknowledgement of ``plan`` landing as ``checkpoint_id`` (``evicted_ids``: what
+    an evicting quota deleted to make room for it)."""
+    return models.CommitAck.of(
+        checkpoint_id,
+        plan.namespace,
+        parent_id,
+        generation,
+        revision,
+        created,
+        len(plan.records),
+        plan.total_size,
+        stored,
+        now_ms,
+        evicted_ids or [],
+    )
 
+
+def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
+    """Publish a prepared ``plan`` inside the unit's write transaction and return its
+    acknowledgement; the pointer it moved goes into ``tx.moved`` (the handle caches it once
+    the transaction committed)."""
+    conn = tx.conn
+    ns = plan.namespace
+    now_ms = tx.now_ms
+    ptr = tx.moved.get(ns) or tx.handle.heads.get(ns)
+    if ptr is None:
+        ptr = pointers.pointer(conn, ns)
+    if ptr is not None and ptr.scope_id != plan.scope.scope_id:
+        _scope_changed(tx, ns)
+    current_id = ptr.current_id if ptr is not None else None
+    entries_json = canonical.entries_json(plan.records)
     summary = ptr.summary if ptr is not None else None
+
     base: tuple[str, int] | None = None  # (id, generation)
     if plan.base is not None:
-        if ptr is not None and summary is not None and plan.base == ptr.current_id:
+        if summary is not None and plan.base == current_id:
             base = (plan.base, summary.generation)  # on CURRENT (LangGraph's every put)
         else:
             found = checkpoints.require_checkpoint(conn, plan.base)
@@ -219,29 +278,29 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         if (
             summary.parent_id == expected_parent
             and summary.metadata_json == plan.metadata_json
-            and summary.entry_count == len(plan.entries)
-            and summary.total_size == total_size
+            and summary.entry_count == len(plan.records)
+            and summary.total_size == plan.total_size
         ):
             same = canonical.checkpoint_id(
                 ns, summary.parent_id, summary.generation, entries_json, plan.metadata_json
             )
-            if same == ptr.current_id:
+            if same == current_id:
                 plan.attempted_id = same
-                _, stored, repaired = _ensure_blobs(store, plan, now_ms)
-                _record_repairs(conn, repaired, ns, same, now_ms)
+                _, stored, repaired = _ensure_blobs(tx, plan)
+                _record_repairs(tx, repaired, ns, same)
                 pointers.confirm(conn, ptr, now_ms)
-                ack = build_ack(
+                ack = _ack(
                     plan,
                     same,
                     summary.parent_id,
                     summary.generation,
                     ptr.revision,
-                    False,
-                    stored,
-                    now_ms,
+                    created=False,
+                    stored=stored,
+                    now_ms=now_ms,
                 )
                 if plan.on_publish is not None:
-                    plan.on_publish(conn, ack)
+                    _run_hook(tx, plan.on_publish, ack)
                 return ack
 
     if not isinstance(plan.expect_current, _Unset) and plan.expect_current != current_id:
@@ -259,7 +318,8 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         generation = base[1] + 1
     else:
         parent_id = current_id
-        generation = ptr.current_summary().generation + 1 if ptr is not None else 1
+        # (A pointer whose checkpoint row is damaged has no summary: that raises.)
+        generation = (summary or ptr.current_summary()).generation + 1 if ptr is not None else 1
     checkpoint_id = canonical.checkpoint_id(
         ns, parent_id, generation, entries_json, plan.metadata_json
     )
@@ -270,8 +330,8 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
     else:
         namespace_id, scope_id = checkpoints.ensure_namespace(conn, ns, now_ms)
         if scope_id != plan.scope.scope_id:
-            _scope_changed(store, ns)
-    blob_ids, stored, repaired = _ensure_blobs(store, plan, now_ms)
+            _scope_changed(tx, ns)
+    rows, stored, repaired = _ensure_blobs(tx, plan)
     seq, inserted = checkpoints.insert(
         conn,
         checkpoint_id=checkpoint_id,
@@ -280,15 +340,13 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         generation=generation,
         created_at_ms=now_ms,
         metadata_json=plan.metadata_json,
-        total_size=total_size,
-        entries=[
-            (e.name, blob_id, e.media_type, e.schema)
-            for e, blob_id in zip(plan.entries, blob_ids, strict=True)
-        ],
+        total_size=plan.total_size,
+        entries=rows,
         code_revision=plan.code_revision,
     )
-    _record_repairs(conn, repaired, ns, checkpoint_id, now_ms)
-    revision = pointers.move(
+    if repaired:
+        _record_repairs(tx, repaired, ns, checkpoint_id)
+    head = pointers.move(
         conn,
         namespace=ns,
         namespace_id=namespace_id,
@@ -297,23 +355,48 @@ def publish(store: Store, plan: CommitPlan, now_ms: int) -> models.CommitAck:
         new_id=checkpoint_id,
         reason=plan.reason,
         now_ms=now_ms,
+        current=CurrentSummary(
+            parent_id, generation, len(plan.records), plan.total_size, plan.metadata_json
+        ),
+        scope_id=plan.scope.scope_id,
     )
     # Quotas, once the new checkpoint is CURRENT (protected, like its fallback) and before
     # the hook: a refusal raises and the transaction (or this member's savepoint) rolls back.
     # A stored manifest CURRENT moved back to adds nothing to count.
-    evicted = quota.enforce(store, ns, namespace_id, checkpoint_id, now_ms) if inserted else []
-    ack = build_ack(
-        plan, checkpoint_id, parent_id, generation, revision, True, stored, now_ms, evicted
+    quotas = tx.store.quotas
+    evicted = (
+        quota.enforce(tx, ns, namespace_id, checkpoint_id)
+        if inserted and (quotas.rows or not quotas.loaded)
+        else []
+    )
+    ack = _ack(
+        plan,
+        checkpoint_id,
+        parent_id,
+        generation,
+        head.revision,
+        created=True,
+        stored=stored,
+        now_ms=now_ms,
+        evicted_ids=evicted,
     )
     if plan.on_publish is not None:
-        plan.on_publish(conn, ack)
+        _run_hook(tx, plan.on_publish, ack)
+    tx.moved[ns] = head
     return ack
 
 
-def _scope_changed(store: Store, namespace: str) -> None:
+def _run_hook(tx: Unit, hook: Hook, ack: models.CommitAck) -> None:
+    """An integration's ``on_publish`` hook, in the commit's transaction, confined to the
+    integration's own tables."""
+    with tx.conn.integration_session(CORE_TABLES) as session:
+        hook(session, ack)
+
+
+def _scope_changed(tx: Unit, namespace: str) -> None:
     """The commit was prepared for another key scope than the namespace has now (another
-    handle created a scope meanwhile): nothing of it may be written."""
-    store.keyring.forget()
+    handle created a key scope meanwhile): nothing of it may be written."""
+    tx.keyring.forget()
     raise errors.ScopeChangedError(
         f"namespace {namespace!r}: its encryption settings changed while the commit was "
         "prepared (another handle created a key scope); nothing was written. Commit again.",
@@ -321,40 +404,48 @@ def _scope_changed(store: Store, namespace: str) -> None:
     )
 
 
-def _ensure_blobs(store: Store, plan: CommitPlan, now_ms: int) -> tuple[list[int], int, list[str]]:
-    """Blob ids of the plan's entries (inserting new blobs, repairing damaged copies), the
-    bytes written, and the digests whose damaged stored bytes this commit rewrote."""
-    ids: list[int] = []
+def _ensure_blobs(tx: Unit, plan: CommitPlan) -> tuple[list[tuple[Any, ...]], int, list[str]]:
+    """The entry rows of the plan -- (name, blob id, media type, schema pin), inserting new
+    blobs and repairing damaged copies --, the bytes written, and the digests whose damaged
+    stored bytes this commit rewrote."""
+    rows: list[tuple[Any, ...]] = []
     stored = 0
     repaired: list[str] = []
-    for entry in plan.entries:
-        blob_id, written, fixed = store.blobs.insert(entry.blob, now_ms)
-        ids.append(blob_id)
+    blobs = tx.store.blobs
+    insert = blobs.insert
+    now_ms = tx.now_ms
+    refs = [b for b in plan.blobs if b.reference] if plan.references else None
+    known = blobs.find_referenced(refs) if refs else {}  # every BlobRef, one statement
+    for record, blob in zip(plan.records, plan.blobs, strict=True):
+        if blob.reference:
+            rows.append((record.name, known[blob.digest], record.media_type, record.schema_pin))
+            continue
+        blob_id, written, fixed = insert(blob, now_ms)
+        rows.append((record.name, blob_id, record.media_type, record.schema_pin))
         stored += written
-        repaired.extend(entry.blob.repaired)
+        if blob.repaired:
+            repaired.extend(blob.repaired)
         if fixed:
-            repaired.append(entry.blob.digest)
-    return ids, stored, repaired
+            repaired.append(blob.digest)
+    return rows, stored, repaired
 
 
-def _record_repairs(
-    conn: Connection, repaired: list[str], namespace: str, checkpoint_id: str, now_ms: int
-) -> None:
+def _record_repairs(tx: Unit, repaired: list[str], namespace: str, checkpoint_id: str) -> None:
     if not repaired:
         return
     # Damaged stored bytes were rewritten from a commit's bytes, which hash to the digest.
     store_receipt(
-        conn,
+        tx.conn,
         "repair",
         {"digests": sorted(set(repaired)), "by_commit": checkpoint_id},
         namespace=namespace,
         checkpoint_id=checkpoint_id,
-        at_ms=now_ms,
+        at_ms=tx.now_ms,
     )
 
 
 def set_current(
-    store: Store,
+    tx: Unit,
     namespace: str,
     checkpoint_id: str,
     *,
@@ -362,9 +453,9 @@ def set_current(
     reason: str,
     fallback: tuple[int, str] | bool | None = True,
 ) -> PointerRow:
-    """Move CURRENT to an existing checkpoint of the namespace (inside a write
+    """Move CURRENT to an existing checkpoint of the namespace (inside the unit's write
     transaction); returns the new pointer. ``fallback`` as in :func:`pointers.move`."""
-    conn = store.conn
+    conn = tx.conn
     target = checkpoints.require_checkpoint(conn, checkpoint_id)
     if target.namespace != namespace:
         raise errors.InvalidReferenceError(
@@ -387,7 +478,7 @@ def set_current(
         new_seq=target.seq,
         new_id=target.id,
         reason=reason,
-        now_ms=_now_ms(),
+        now_ms=tx.now_ms,
         fallback=fallback,
     )
     new = pointers.pointer(conn, namespace)

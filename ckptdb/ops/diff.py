@@ -16,34 +16,34 @@ import json
 from typing import Any
 
 from .. import models
-from ..store import Store, checkpoints
+from ..store import checkpoints
 from ..store.rows import EntryRow
 from .checkpoint import Checkpoint, metadata_of
-from .handle import Handle
+from .unit import Unit, reads
 
 
-def _chunk_sizes(store: Store, entry: EntryRow) -> dict[str, int]:
+def _chunk_sizes(tx: Unit, entry: EntryRow) -> dict[str, int]:
     """digest -> size of the chunks of a chunked blob (empty for an inline blob)."""
     if entry.chunk_count == 0:
         return {}
-    _, chunks = store.blobs.chunk_list(entry.blob_id)
+    _, chunks = tx.blobs.chunk_list(entry.blob_id)
     return {c[1]: c[2] for c in chunks if c[1] is not None and c[2] is not None}
 
 
-def _shared(store: Store, old: EntryRow, new: EntryRow) -> int:
+def _shared(tx: Unit, old: EntryRow, new: EntryRow) -> int:
     if old.digest == new.digest:
         return new.size
-    theirs = _chunk_sizes(store, old)
+    theirs = _chunk_sizes(tx, old)
     if not theirs:
         return 0
     if new.chunk_count == 0:
         return 0
-    _, chunks = store.blobs.chunk_list(new.blob_id)
+    _, chunks = tx.blobs.chunk_list(new.blob_id)
     return sum(c[2] for c in chunks if c[1] is not None and c[2] is not None and c[1] in theirs)
 
 
 def _entries(
-    store: Store, a: dict[str, EntryRow], b: dict[str, EntryRow]
+    tx: Unit, a: dict[str, EntryRow], b: dict[str, EntryRow]
 ) -> tuple[list[models.EntryDiff], int]:
     out: list[models.EntryDiff] = []
     unchanged = 0
@@ -55,7 +55,7 @@ def _entries(
                 unchanged += 1
                 continue
             change = "changed"
-            shared = _shared(store, ea, eb) if not same_bytes else eb.size
+            shared = _shared(tx, ea, eb) if not same_bytes else eb.size
         else:
             change = "added" if ea is None else "removed"
             shared = 0
@@ -90,20 +90,20 @@ def _metadata(a: dict[str, Any], b: dict[str, Any]) -> list[models.MetadataDiff]
     return out
 
 
-def _ancestry(store: Store, checkpoint_id: str) -> dict[str, int]:
+def _ancestry(tx: Unit, checkpoint_id: str) -> dict[str, int]:
     """id -> distance (generations) of every stored ancestor of a checkpoint, itself at 0."""
-    return {row.id: i for i, row in enumerate(checkpoints.lineage(store.conn, checkpoint_id, None))}
+    return {row.id: i for i, row in enumerate(checkpoints.lineage(tx.conn, checkpoint_id, None))}
 
 
-def relation(store: Store, a: str, b: str) -> tuple[str, str | None, int | None, int | None]:
+def relation(tx: Unit, a: str, b: str) -> tuple[str, str | None, int | None, int | None]:
     """(relation, common ancestor, generations from it to a, to b) -- see
     :class:`ckptdb.models.CheckpointDiff`."""
     if a == b:
         return "same", a, 0, 0
-    up_a = _ancestry(store, a)
+    up_a = _ancestry(tx, a)
     if b in up_a:
         return "descendant", b, up_a[b], 0
-    up_b = _ancestry(store, b)
+    up_b = _ancestry(tx, b)
     if a in up_b:
         return "ancestor", a, 0, up_b[a]
     # The newest common ancestor: the shared id nearest to b (then to a).
@@ -114,18 +114,19 @@ def relation(store: Store, a: str, b: str) -> tuple[str, str | None, int | None,
     return "siblings", common, da, db
 
 
-def diff(handle: Handle, store: Store, a: str, b: str) -> models.CheckpointDiff:
+@reads
+def diff(tx: Unit, a: str, b: str) -> models.CheckpointDiff:
     """See :meth:`ckptdb.Database.diff` (inside a read transaction)."""
-    conn = store.conn
+    conn = tx.conn
     rows = {}
     for cid in (a, b):
         row = checkpoints.require_checkpoint(conn, cid)
         entries = checkpoints.entries_of(conn, row.seq)
-        Checkpoint(handle, row, entries)  # the manifest must hash to its id
+        Checkpoint(tx.handle, row, entries)  # the manifest must hash to its id
         rows[cid] = (row, {e.name: e for e in entries})
     (row_a, entries_a), (row_b, entries_b) = rows[a], rows[b]
-    changes, unchanged = _entries(store, entries_a, entries_b)
-    rel, common, gen_a, gen_b = relation(store, a, b)
+    changes, unchanged = _entries(tx, entries_a, entries_b)
+    rel, common, gen_a, gen_b = relation(tx, a, b)
     return models.CheckpointDiff(
         a=a,
         b=b,
@@ -139,5 +140,5 @@ def diff(handle: Handle, store: Store, a: str, b: str) -> models.CheckpointDiff:
         unchanged=unchanged,
         size_a=row_a.total_size,
         size_b=row_b.total_size,
-        metadata=_metadata(metadata_of(handle, row_a), metadata_of(handle, row_b)),
+        metadata=_metadata(metadata_of(tx.handle, row_a), metadata_of(tx.handle, row_b)),
     )

@@ -9,21 +9,17 @@ each recorded by a receipt that names key ids, never key material.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 
 from .. import errors, keyids, models, validation
-from ..store import Store, blobs, checkpoints, crypto, receipts, scopes
+from ..store import blobs, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
 from . import gc
 from .handle import Handle
+from .unit import Unit, holding, holds
 
 MAX_KEY_ID_CHARS = keyids.MAX_KEY_ID_CHARS
 MAX_PREFIX_CHARS = 1024
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def key_id(value: object) -> str:
@@ -41,8 +37,7 @@ def _prefix(value: object) -> str:
         )
     if not 1 <= len(value) <= MAX_PREFIX_CHARS:
         raise errors.InvalidNamespaceError(
-            f"a key scope prefix must be a str of 1-{MAX_PREFIX_CHARS} characters, got "
-            f"{len(value)}"
+            f"a key scope prefix must be a str of 1-{MAX_PREFIX_CHARS} characters, got {len(value)}"
         )
     if "\0" in value or validation.has_surrogate(value):
         raise errors.InvalidNamespaceError(
@@ -67,8 +62,8 @@ def _info(row: ScopeRow, namespaces: int) -> models.KeyScope:
     )
 
 
-def _row(store: Store, kid: str) -> ScopeRow:
-    for row in scopes.all_rows(store.conn):
+def _row(tx: Unit, kid: str) -> ScopeRow:
+    for row in scopes.all_rows(tx.conn):
         if row.key_id == kid:
             return row
     raise errors.NotFoundError(
@@ -78,12 +73,26 @@ def _row(store: Store, kid: str) -> ScopeRow:
     )
 
 
-def list_scopes(store: Store) -> list[models.KeyScope]:
+@holds()
+def scope_of(tx: Unit, namespace: str, *, fresh: bool = False) -> crypto.Scope:
+    """How ``namespace``'s bytes are addressed and sealed (see ``Keyring``). ``fresh``: for
+    an answer the caller keeps -- "not encrypted" is then checked against the file's
+    scopes as they are now, not as this handle last read them (another handle may have
+    created one)."""
+    scope = tx.keyring.scope_for_namespace(tx.conn, namespace)
+    if fresh and not scope.sealed:
+        tx.keyring.rows(tx.conn, reload=True)
+        scope = tx.keyring.scope_for_namespace(tx.conn, namespace)
+    return scope
+
+
+@holds()
+def list_scopes(tx: Unit) -> list[models.KeyScope]:
     """Every key scope, shredded ones included."""
-    with store.conn.read_transaction():
+    with tx.read_batch():
         return [
-            _info(r, len(checkpoints.namespaces_of_scope(store.conn, r.scope_id)))
-            for r in scopes.all_rows(store.conn)
+            _info(r, len(checkpoints.namespaces_of_scope(tx.conn, r.scope_id)))
+            for r in scopes.all_rows(tx.conn)
         ]
 
 
@@ -104,11 +113,11 @@ def set_encryption(
             "with keys={key_id: <32-byte key>} (or a key provider that knows it)",
             key_id=keyids.detail(kid),
         )
-    now = _now_ms()
-    with handle.use(write=True) as store:
+    with holding(handle, write=True) as tx:
+        now = tx.now_ms
         try:
-            with store.conn.write_transaction():
-                return _create_scope(store, text, kid, kek, metadata, now)
+            with tx.conn.write_transaction():
+                return _create_scope(tx, text, kid, kek, metadata, now)
         finally:
             # Still holding the handle: no other thread of this handle may look the new
             # scope up in a keyring that does not know it yet.
@@ -116,9 +125,9 @@ def set_encryption(
 
 
 def _create_scope(
-    store: Store, text: str, kid: str, kek: bytes, metadata: bool, now: int
+    tx: Unit, text: str, kid: str, kek: bytes, metadata: bool, now: int
 ) -> models.KeyScope:
-    conn = store.conn
+    conn = tx.conn
     for row in scopes.all_rows(conn):
         if row.key_id == kid:
             if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
@@ -171,9 +180,9 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
     """See :meth:`ckptdb.Database.rotate_key`."""
     kid = key_id(key_id_value)
     new = crypto.check_key(new_key, kid)
-    now = _now_ms()
-    with handle.use(write=True) as store:
-        rotated, count = _rewrap(handle, store, kid, new, now)
+    with holding(handle, write=True) as tx:
+        now = tx.now_ms
+        rotated, count = _rewrap(tx, kid, new, now)
         # Still holding the handle, so no other thread unlocks with the old key meanwhile.
         handle.keyring.use_host_key(kid, new)
         handle.scopes_changed()
@@ -182,10 +191,9 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
         # key, which rotation does not change. Retire them, so a copy of the file and its
         # WAL taken from now on holds the new wrapped key only.
         _retire_wal(
-            handle,
-            store,
+            tx,
             lambda emptied: receipts.store_receipt(
-                store.conn,
+                tx.conn,
                 "rotate_key",
                 {
                     "key_id": kid,
@@ -200,16 +208,16 @@ def rotate_key(handle: Handle, key_id_value: object, new_key: object) -> models.
     return _info(rotated, count)
 
 
-def _wal_empty(handle: Handle, store: Store) -> bool:
+def _wal_empty(tx: Unit) -> bool:
     """True when the WAL holds no frame on disk (False under Litestream, whose WAL ckptdb
     never truncates)."""
-    wal = handle.path + "-wal"
-    return not store.conn.litestream_managed() and (
+    wal = tx.handle.path + "-wal"
+    return not tx.conn.litestream_managed() and (
         not os.path.exists(wal) or os.path.getsize(wal) == 0
     )
 
 
-def _retire_wal(handle: Handle, store: Store, record: Callable[[bool], int]) -> tuple[int, bool]:
+def _retire_wal(tx: Unit, record: Callable[[bool], int]) -> tuple[int, bool]:
     """Empty the WAL after an act that retired key material (a rotation's old wrapped key,
     a shredded scope's pages), with ``record(emptied)`` -- the act's receipt -- as the first
     transaction of the emptied WAL. Returns (receipt id, whether the WAL ended empty).
@@ -222,25 +230,25 @@ def _retire_wal(handle: Handle, store: Store, record: Callable[[bool], int]) -> 
     alone; the second checkpoint removes those too. While Litestream manages the file these
     checkpoints are PASSIVE (``Connection.wal_checkpoint``): the WAL is Litestream's to
     restart, so old frames stay in it until Litestream does, and ``False`` says so."""
-    conn = store.conn
+    conn = tx.conn
     conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
-    emptied = _wal_empty(handle, store)
+    emptied = _wal_empty(tx)
     with conn.write_transaction():
         receipt_id = record(emptied)
     conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
-    return receipt_id, _wal_empty(handle, store)
+    return receipt_id, _wal_empty(tx)
 
 
-def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
-    with store.conn.write_transaction():
-        conn = store.conn
-        row = _row(store, kid)
+def _rewrap(tx: Unit, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
+    with tx.conn.write_transaction():
+        conn = tx.conn
+        row = _row(tx, kid)
         if row.shredded:
             raise errors.KeyShreddedError(
                 f"key id {keyids.shown(kid)} was shredded; nothing to rotate",
                 key_id=keyids.detail(kid),
             )
-        data_key = handle.keyring.data_key(row)  # KeyMismatch/KeyUnavailable: nothing written
+        data_key = tx.handle.keyring.data_key(row)  # KeyMismatch/KeyUnavailable: nothing written
         wrapped = crypto.wrap(
             new,
             data_key,
@@ -250,19 +258,19 @@ def _rewrap(handle: Handle, store: Store, kid: str, new: bytes, now: int) -> tup
             scope_id=row.scope_id,
         )
         scopes.rewrap(conn, row, wrapped, now)
-        return _row(store, kid), len(checkpoints.namespaces_of_scope(conn, row.scope_id))
+        return _row(tx, kid), len(checkpoints.namespaces_of_scope(conn, row.scope_id))
 
 
 def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
     """See :meth:`ckptdb.Database.shred_key`."""
     kid = key_id(key_id_value)
-    now = _now_ms()
-    with handle.use(write=True) as store:
-        conn = store.conn
+    with holding(handle, write=True) as tx:
+        now = tx.now_ms
+        conn = tx.conn
         # 1. Forget the wrapped data key first, in its own transaction: from its COMMIT on,
         # every copy of the scope's bytes -- here, in backups, in replicas -- is unreadable.
         with conn.write_transaction():
-            row = _row(store, kid)
+            row = _row(tx, kid)
             if not row.shredded:
                 scopes.tombstone(conn, row.scope_id, now)
         handle.scopes_changed()
@@ -277,7 +285,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
             if not names:
                 break
             for name in names:
-                report = gc.drop_namespace(store, name, force=True, dry_run=False)
+                report = gc.drop_namespace_in(tx, name, force=True, dry_run=False)
                 checkpoints_deleted += report.checkpoints_deleted
                 dropped.append(name)
         # 3. Staged or orphaned records of the scope.
@@ -288,8 +296,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
         # wrapped key or the scope's bytes stays on disk.
         gc.reclaim(conn)
         receipt_id, truncated = _retire_wal(
-            handle,
-            store,
+            tx,
             lambda _emptied: receipts.store_receipt(
                 conn,
                 "shred_key",

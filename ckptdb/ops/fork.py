@@ -14,22 +14,17 @@ them (what :meth:`ckptdb.Database.commit` does with bytes).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import canonical, errors, models, validation
-from ..store import Store, checkpoints, pointers
+from ..store import checkpoints, pointers
 from ..store.crypto import Scope, is_sealed_metadata
 from ..store.rows import CheckpointRow
 from ..types import _Unset
 from . import quota
 from .checkpoint import check_scope
-from .handle import Handle
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+from .unit import Unit, writes
 
 
 def _order(
@@ -73,9 +68,9 @@ def _metadata(
     return scope.seal_metadata(text)
 
 
+@writes
 def copy_checkpoints(
-    handle: Handle,
-    store: Store,
+    tx: Unit,
     source_ids: Sequence[str],
     namespace: str,
     *,
@@ -88,28 +83,25 @@ def copy_checkpoints(
 ) -> models.CopyReport:
     """Copy ``source_ids`` into ``namespace`` (inside an open write transaction) and move
     its CURRENT to the copy of the last source; see :meth:`ckptdb.Database.copy_checkpoints`."""
-    conn = store.conn
-    now_ms = _now_ms()
+    conn = tx.conn
+    now_ms = tx.now_ms
     wanted = list(dict.fromkeys(source_ids))
     sources = checkpoints.checkpoints_by_ids(conn, wanted)
     for cid in wanted:
         if cid not in sources:  # not stored, or hidden by a damaged index: decided by a scan
             sources[cid] = checkpoints.require_checkpoint(conn, cid)
     entries = checkpoints.entries_of_many(conn, [r.seq for r in sources.values()])
-    scope = store.keyring.scope_for_namespace(conn, namespace)
+    scope = tx.keyring.scope_for_namespace(conn, namespace)
     # The entries' canonical JSON does not depend on the namespace: computed once, it
     # checks the source's id and makes the copy's.
-    entries_json = {
-        row.seq: canonical.entries_json(e.record() for e in entries[row.seq])
-        for row in sources.values()
-    }
+    entries_json = {row.seq: canonical.entries_json(entries[row.seq]) for row in sources.values()}
     scope_of: dict[str, int | None] = {}  # source namespace -> its key scope
     for row in sources.values():
         listed = entries[row.seq]
         checkpoints.check_manifest(row, listed, entries_json[row.seq])
-        check_scope(handle, row, listed)  # its entries lie in its namespace's scope
+        check_scope(tx.handle, row, listed)  # its entries lie in its namespace's scope
         if row.namespace not in scope_of:
-            covering = store.keyring.row_for_namespace(conn, row.namespace)
+            covering = tx.keyring.row_for_namespace(conn, row.namespace)
             scope_of[row.namespace] = None if covering is None else covering.scope_id
         if scope_of[row.namespace] != scope.scope_id:
             raise errors.EncryptedScopeError(
@@ -135,7 +127,7 @@ def copy_checkpoints(
     else:
         namespace_id, stored_scope = checkpoints.ensure_namespace(conn, namespace, now_ms)
     if stored_scope != scope.scope_id:  # another handle created a scope meanwhile
-        store.keyring.forget()
+        tx.keyring.forget()
         raise errors.ScopeChangedError(
             f"namespace {namespace!r}: its encryption settings changed meanwhile; nothing "
             "was copied. Copy again.",
@@ -195,9 +187,9 @@ def copy_checkpoints(
             new_id=head,
             reason=reason,
             now_ms=now_ms,
-        )
+        ).revision
     if created and head is not None:
-        evicted = quota.enforce(store, namespace, namespace_id, head, now_ms)
+        evicted = quota.enforce(tx, namespace, namespace_id, head)
     return models.CopyReport(
         namespace=namespace,
         copies=copies,

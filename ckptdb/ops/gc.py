@@ -5,8 +5,8 @@ Safety rules, in the order they are enforced:
 
 1. Every CURRENT, its fallback and every pinned checkpoint is kept whatever the policy --
    and re-checked inside each sweep transaction, so a pointer moved or a pin added while GC
-   runs is honoured (and store/checkpoints.delete_listed refuses a CURRENT or fallback;
-   the schema's foreign key does the same for a pin).
+   runs is honoured (and store/gc_batch's GcBatch.delete_checkpoints refuses a CURRENT or
+   fallback; the schema's foreign key does the same for a pin).
 2. A blob is deleted only when no remaining entry references it; a chunk only when no
    remaining blob references it *and* it was last touched before the grace period (a
    publish in flight may have staged or re-used it). A publish that loses a staged chunk
@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +34,12 @@ from typing import Any
 from .. import errors, models, validation
 from ..connection import Connection
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
-from ..store import Store, blobs, checkpoints, pins, pointers, settings
+from ..store import blob_scans, checkpoints, pins, pointers, settings
+from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
+from ..types import Progress
+from .handle import Handle
+from .unit import Unit, holding, holds
 
 DEFAULT_GRACE_SECONDS = 3600.0
 #: Checkpoints deleted by the first sweep transaction (later ones adapt, see below). Each
@@ -64,11 +68,6 @@ SWEEP_WAL_BYTES = 64 * 1024 * 1024
 SWEEP_TEMP_STORE = 2
 VACUUM_STEP_PAGES = 1024
 MAX_IDS_IN_RECEIPT = 1_000
-Progress = Callable[[int, int], None]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -245,18 +244,6 @@ def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms
     return kept
 
 
-def _temp_seqs(conn: Connection, table: str, seqs: Iterable[int]) -> None:
-    """(Re)fill GC's temporary table ``table`` (one ``seq`` column) with ``seqs``."""
-    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (seq INTEGER PRIMARY KEY)")
-    conn.execute(f"DELETE FROM temp.{table}")
-    # One statement for the whole list (SQLite parses the JSON array in C): an executemany
-    # of one row per seq cost more than the deletions of a batch's blobs.
-    conn.execute(
-        f"INSERT OR IGNORE INTO temp.{table} (seq) SELECT value FROM json_each(?)",
-        (json.dumps([int(s) for s in seqs]),),
-    )
-
-
 @contextmanager
 def bulk_delete_settings(conn: Connection) -> Iterator[None]:
     """Connection settings for sweeping (a bigger page cache, a later automatic WAL
@@ -272,8 +259,9 @@ def bulk_delete_settings(conn: Connection) -> Iterator[None]:
     # Each sweep DELETE may abort (foreign keys), so SQLite keeps a statement journal: a
     # copy of every page the statement touches. With temporary files on disk (this
     # build's default) that was ~130,000 write() calls to a temporary file at 100,000
-    # checkpoints; in memory it is a copy. Changing it drops GC's temporary tables (they
-    # are recreated as needed) and is refused inside a transaction (GC holds none here).
+    # checkpoints; in memory it is a copy. Changing it drops every temporary table (a GC
+    # batch creates its own again as needed) and is refused inside a transaction (GC holds
+    # none here).
     conn.pragma("temp_store", SWEEP_TEMP_STORE)
     try:
         yield
@@ -285,16 +273,17 @@ def bulk_delete_settings(conn: Connection) -> Iterator[None]:
 
 
 def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
-    """What deleting ``doomed`` would free (dry run; inside a transaction)."""
+    """What deleting ``doomed`` would free (dry run; inside a transaction, with no
+    statement of it running: the batch's tables are dropped at the end)."""
     out = Sweep()
-    _temp_seqs(conn, "gc_doomed", doomed)
-    out.deleted_ids = checkpoints.ids_of(conn, "gc_doomed")
-    # Distinct candidate blobs first, then one survival check per blob (not per entry).
-    _temp_seqs(conn, "gc_dead_blob", ())
-    checkpoints.list_blobs_of(conn, "gc_doomed", "gc_dead_blob")
-    checkpoints.drop_still_used(conn, "gc_dead_blob", except_table="gc_doomed")
-    out.blobs, out.bytes_freed = blobs.listed_blob_totals(conn, "gc_dead_blob")
-    chunk_count, chunk_bytes = blobs.chunks_freed_with(conn, "gc_dead_blob", cutoff_ms)
+    with GcBatch.open(conn, doomed) as batch:
+        out.deleted_ids = batch.checkpoint_ids()
+        # Distinct candidate blobs first, then one survival check per blob (not per entry).
+        batch.list_blobs()
+        batch.unlist_blobs_in_use(ignore_listed=True)
+        out.blobs, out.bytes_freed = batch.blob_totals()
+        chunk_count, chunk_bytes = batch.chunks_freed(cutoff_ms)
+    GcBatch.drop_tables(conn)
     out.chunks = chunk_count
     out.bytes_freed += chunk_bytes
     return out
@@ -305,25 +294,21 @@ def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
     unreferenced, inside the caller's open write transaction (GC's sweep and a quota's
     eviction inside a commit both go through here). Returns what was deleted.
 
-    Set-based: the batch's seqs, then its candidate blobs and chunks, live in temporary
-    tables and each step is one statement over them (no per-row Python, no round trip of
-    ids through Python). Chunks last touched after ``cutoff_ms`` are kept (a publish in
-    flight may be staging them); a later GC collects them once they are orphans."""
+    Set-based: a :class:`~ckptdb.store.gc_batch.GcBatch` lists the batch's seqs, then its
+    candidate blobs and chunks, and each step is one statement over those lists. Chunks
+    last touched after ``cutoff_ms`` are kept (a publish in flight may be staging them); a
+    later GC collects them once they are orphans."""
     # Re-check protection inside the transaction: CURRENT or a pin may have moved.
     protected = _protected(conn)
-    _temp_seqs(conn, "gc_batch", [s for s in seqs if s not in protected])
-    _temp_seqs(conn, "gc_blob", ())
-    _temp_seqs(conn, "gc_chunk", ())
-    # Candidate blobs must be listed before their entries go.
-    checkpoints.list_blobs_of(conn, "gc_batch", "gc_blob")
-    deleted_ids = checkpoints.delete_listed(conn, "gc_batch")
-    # Blobs that no remaining entry references, then their chunks.
-    checkpoints.drop_still_used(conn, "gc_blob")
-    blobs.list_chunks_of(conn, "gc_blob", "gc_chunk")
-    blob_count, blob_bytes = blobs.delete_listed(conn, "gc_blob")
-    chunk_count, chunk_bytes = blobs.delete_unused_chunks(
-        conn, "SELECT seq FROM temp.gc_chunk", cutoff_ms
-    )
+    with GcBatch.open(conn, [s for s in seqs if s not in protected]) as batch:
+        # Candidate blobs must be listed before their entries go.
+        batch.list_blobs()
+        deleted_ids = batch.delete_checkpoints()
+        # Blobs that no remaining entry references, then their chunks.
+        batch.unlist_blobs_in_use()
+        batch.list_chunks()
+        blob_count, blob_bytes = batch.delete_blobs()
+        chunk_count, chunk_bytes = batch.delete_chunks(cutoff_ms)
     return Sweep(deleted_ids, blob_count, chunk_count, blob_bytes + chunk_bytes)
 
 
@@ -368,7 +353,7 @@ def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
     by a publish that crashed or lost a compare-and-swap), in bounded transactions."""
     while True:
         with conn.write_transaction():
-            count, freed = blobs.delete_orphan_chunks(conn, cutoff_ms, SWEEP_BATCH)
+            count, freed = blob_scans.delete_orphan_chunks(conn, cutoff_ms, SWEEP_BATCH)
             out.chunks += count
             out.bytes_freed += freed
             if not count:
@@ -433,7 +418,7 @@ def receipt_ids(ids: list[str]) -> dict[str, Any]:
 
 
 def run(
-    store: Store,
+    handle: Handle,
     path: str,
     *,
     policy: RetentionPolicy | None,
@@ -446,9 +431,36 @@ def run(
 ) -> models.GcReport:
     """Mark, then (unless ``dry_run``) sweep, trim pointer histories to ``keep_history``
     moves per namespace in scope (if given), reclaim space and store a receipt. ``keep``:
-    checkpoint ids kept whatever the policy says (besides CURRENT, fallbacks and pins)."""
-    conn = store.conn
-    now_ms = _now_ms()
+    checkpoint ids kept whatever the policy says (besides CURRENT, fallbacks and pins). A
+    dry run changes nothing, so it works on a read-only handle too."""
+    with holding(handle, write=not dry_run) as tx:
+        return _run(
+            tx,
+            path,
+            policy=policy,
+            namespaces=namespaces,
+            grace_seconds=grace_seconds,
+            dry_run=dry_run,
+            keep_history=keep_history,
+            keep=keep,
+            progress=progress,
+        )
+
+
+def _run(
+    tx: Unit,
+    path: str,
+    *,
+    policy: RetentionPolicy | None,
+    namespaces: list[str] | None,
+    grace_seconds: float,
+    dry_run: bool,
+    keep_history: int | None,
+    keep: set[str] | None,
+    progress: Progress | None,
+) -> models.GcReport:
+    conn = tx.conn
+    now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     before = _file_bytes(path)
     with conn.read_transaction():
@@ -484,6 +496,7 @@ def run(
     receipt_id = None
     if not dry_run:
         with conn.write_transaction():
+            GcBatch.drop_tables(conn)
             receipt_id = store_receipt(
                 conn,
                 "gc",
@@ -503,7 +516,7 @@ def run(
 
 
 def delete_selected(
-    store: Store,
+    tx: Unit,
     *,
     kind: str,
     select: Callable[[], list[tuple[int, str]]],
@@ -521,8 +534,8 @@ def delete_selected(
     (which runs in its own write transaction before sweeping, e.g. removing a dropped
     namespace's pointer); ``epilogue`` runs in the transaction that stores the receipt.
     """
-    conn = store.conn
-    now_ms = _now_ms()
+    conn = tx.conn
+    now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     with conn.read_transaction():
         rows = select()
@@ -557,6 +570,7 @@ def delete_selected(
             **receipt_ids(swept.deleted_ids),
         }
         with conn.write_transaction():
+            GcBatch.drop_tables(conn)
             if epilogue is not None:
                 epilogue()
             receipt_id = store_receipt(
@@ -584,10 +598,34 @@ def delete_selected(
 
 
 def drop_namespace(
-    store: Store, namespace: str, *, force: bool, dry_run: bool
+    handle: Handle, namespace: str, *, force: bool, dry_run: bool
 ) -> models.PruneReport:
-    """See :meth:`ckptdb.Database.drop_namespace`."""
-    conn = store.conn
+    """See :meth:`ckptdb.Database.drop_namespace`: a namespace already dropped (or never
+    there) is nothing to do, which is success."""
+    with holding(handle, write=not dry_run) as tx:
+        try:
+            return drop_namespace_in(tx, namespace, force=force, dry_run=dry_run)
+        except errors.NamespaceNotFoundError:
+            return models.PruneReport(
+                kind="drop_namespace",
+                dry_run=dry_run,
+                receipt_id=None,
+                namespaces=[],
+                checkpoints_deleted=0,
+                deleted_ids=[],
+                skipped=[],
+                blobs_deleted=0,
+                chunks_deleted=0,
+                bytes_freed=0,
+                at=models.from_ms(tx.now_ms),
+            )
+
+
+def drop_namespace_in(
+    tx: Unit, namespace: str, *, force: bool, dry_run: bool
+) -> models.PruneReport:
+    """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none)."""
+    conn = tx.conn
     ns_id = checkpoints.namespace_id(conn, namespace)
     if ns_id is None:
         raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
@@ -612,7 +650,7 @@ def drop_namespace(
         settings.clear_policy(conn, namespace)
 
     return delete_selected(
-        store,
+        tx,
         kind="drop_namespace",
         select=lambda: checkpoints.seqs_of_namespace(conn, ns_id),
         namespaces=[namespace],
@@ -624,15 +662,16 @@ def drop_namespace(
     )
 
 
+@holds(write=True)
 def prune(
-    store: Store,
+    tx: Unit,
     where: dict[str, Any],
     *,
     namespaces: list[str] | None,
     dry_run: bool,
 ) -> models.PruneReport:
     """See :meth:`ckptdb.Database.prune`."""
-    conn = store.conn
+    conn = tx.conn
 
     def select() -> list[tuple[int, str]]:
         out = []
@@ -646,7 +685,7 @@ def prune(
         return out
 
     return delete_selected(
-        store,
+        tx,
         kind="prune",
         select=select,
         namespaces=namespaces or ["*"],

@@ -16,10 +16,10 @@ from __future__ import annotations
 import heapq
 
 from .. import errors, models
-from ..store import Store, checkpoints, pins, pointers
+from ..store import checkpoints, pins, pointers
 from ..store.rows import CheckpointRow
 from .checkpoint import Checkpoint
-from .handle import Handle
+from .unit import Unit, reads
 
 #: Lanes drawn one by one; the lanes beyond share one column with a count, so a line is
 #: at most ``2 * MAX_LANES`` characters plus that column (``*+5990``: the checkpoint and
@@ -107,27 +107,26 @@ def layout(
     return out
 
 
-def _rows(store: Store, namespace_id: int) -> list[CheckpointRow]:
+def _rows(tx: Unit, namespace_id: int) -> list[CheckpointRow]:
     rows = []
-    for _, cid in checkpoints.seqs_of_namespace(store.conn, namespace_id):
-        row = checkpoints.checkpoint_by_id(store.conn, cid)
+    for _, cid in checkpoints.seqs_of_namespace(tx.conn, namespace_id):
+        row = checkpoints.checkpoint_by_id(tx.conn, cid)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def log(
-    handle: Handle, store: Store, namespace: str, *, all: bool, limit: int | None
-) -> models.LineageLog:
+@reads
+def log(tx: Unit, namespace: str, *, all: bool, limit: int | None) -> models.LineageLog:
     """See :meth:`ckptdb.Database.log` (inside a read transaction)."""
-    conn = store.conn
+    conn = tx.conn
     ptr = pointers.pointer(conn, namespace)
     if ptr is None:
         raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
     pointers.check_pointer(ptr)
     on_lineage = {row.id for row in checkpoints.lineage(conn, ptr.current_id)}
     if all:
-        rows = _rows(store, ptr.namespace_id)
+        rows = _rows(tx, ptr.namespace_id)
     else:
         chosen = {row.id: row for row in checkpoints.lineage(conn, ptr.current_id)}
         if ptr.fallback_id is not None:
@@ -143,7 +142,7 @@ def log(
     drawn = layout([(r.id, r.parent_id) for r in rows])
     nodes = []
     for row, (column, lines) in zip(rows, drawn, strict=True):
-        info = Checkpoint(handle, row, checkpoints.entries_of(conn, row.seq)).info
+        info = Checkpoint(tx.handle, row, checkpoints.entries_of(conn, row.seq)).info
         markers: list[str] = []
         if row.id == ptr.current_id:
             markers.append("current")

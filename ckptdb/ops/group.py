@@ -22,31 +22,36 @@ When the whole transaction is lost (an I/O error mid-batch, which SQLite may ans
 rolling everything back; or BEGIN failing), only the member that hit it keeps its error;
 the others wrote nothing durable and go back to the queue to be published again.
 
-A batch of one runs ``ops/commit.commit`` itself: no savepoint, the very path a commit
-took before group commit existed.
+A lone committer -- nobody leading, nobody queued -- runs ``ops/commit.commit`` itself:
+no queue, no savepoint, no thread handoff; group commit costs it one uncontended lock.
+
+A commit that waits for a leader is prepared before it queues, in its own thread and
+without the handle (hashing small values is pure CPU work, and hashlib releases the GIL),
+when that needs nothing of the connection: its values are bytes, text or references no
+larger than a chunk (nothing to stage), and the handle already knows the namespace's key
+scope. Otherwise it is prepared under the handle, like a lone commit.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from .. import errors, models
 from ..connection import Connection
-from ..store import Store, pointers
+from ..store import pointers
 from ..store.rows import PointerRow
-from ..types import BlobRef, Entry
+from ..types import Addressed, BlobRef, Entry
 from . import commit as commit_op
 from .commit import CommitPlan
 from .handle import Handle
+from .unit import Unit, holding, writing
 
-__all__ = ["GroupCommit", "prepare_unlocked"]
+__all__ = ["GroupCommit"]
 
 #: Errors after which the transaction's state is not trusted even if SQLite kept it open
 #: (the storage failed, or the file is damaged): the batch is abandoned and its other
@@ -60,28 +65,9 @@ _ABANDONING = (
 )
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-# -- preparing outside the handle lock ------------------------------------------------------
-
-
-class _NeedsConnection(Exception):  # a signal, not an error a caller sees
-    """Preparation wanted the connection (e.g. to stage a chunk)."""
-
-
-class _Offline:
-    """Stands in for the connection while a commit is prepared outside the handle lock:
-    any use of it means this preparation needs the real connection."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise _NeedsConnection(name)
-
-
 def _in_memory(value: Any, limit: int) -> bool:
-    """True for a value whose preparation has no side effect and can be repeated: bytes,
-    text or a reference, small enough that it is not staged (a stream cannot be re-read)."""
+    """True for a value whose preparation needs no connection: bytes, text or a reference,
+    small enough that it is not staged."""
     kind = type(value)
     if kind is bytes:  # the common case first: this runs for every entry of every commit
         return len(value) <= limit
@@ -89,6 +75,8 @@ def _in_memory(value: Any, limit: int) -> bool:
         value = value.value
     if isinstance(value, BlobRef):
         return True
+    if isinstance(value, Addressed):
+        return len(value.data) <= limit
     if isinstance(value, memoryview):
         return value.nbytes <= limit
     if isinstance(value, bytes | bytearray):
@@ -96,49 +84,6 @@ def _in_memory(value: Any, limit: int) -> bool:
     if isinstance(value, str):
         return len(value) * 4 <= limit  # at most 4 bytes per character in UTF-8
     return False
-
-
-@functools.lru_cache(maxsize=8)
-def _offline_store(store: Store) -> Store:
-    # The file's own chunker and the handle's keyring: a commit prepared here must be cut,
-    # addressed and sealed exactly as under the lock (dedup and key scopes depend on it).
-    return Store.on(
-        cast(Connection, _Offline()),
-        store.chunk_size,
-        store.chunker,
-        store.keyring,
-        store.blobs.encodings,
-    )
-
-
-def prepare_unlocked(
-    store: Store,
-    values: Iterable[Any],
-    prepare: Callable[[Store, Callable[[int, int], None] | None], CommitPlan],
-    progress: Callable[[int, int], None] | None,
-) -> CommitPlan | None:
-    """Prepare a commit of in-memory values without the handle lock, or None when it
-    needs the connection (a value to stage, a stream): then prepare it under the lock.
-
-    Hashing small values is pure CPU work, so threads prepare in parallel (hashlib releases
-    the GIL) while a leader holds the connection -- which is how they join its next batch
-    instead of waiting for the lock. The store handed to ``prepare`` has no connection: if
-    preparation touches it anyway (a layout whose preparation writes), the attempt is
-    dropped -- it had no side effect -- and the caller prepares again under the lock.
-    """
-    values = list(values)
-    for value in values:
-        if not _in_memory(value, store.chunk_size):
-            return None
-    try:
-        plan = prepare(_offline_store(store), None)
-    except _NeedsConnection:
-        return None
-    if progress is not None:
-        # Reported once the attempt is known to stand, so a dropped one reports nothing.
-        for done in range(1, len(values) + 1):
-            progress(done, len(values))
-    return plan
 
 
 # -- the queue and its leader ---------------------------------------------------------------
@@ -184,8 +129,10 @@ def _copy_error(exc: Exception) -> Exception:
 class GroupCommit:
     """The commit queue of one handle (see the module docstring)."""
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, *, enabled: bool = True) -> None:
         self._handle = handle
+        #: False: every commit runs alone, in its own transaction (for comparison)
+        self.enabled = enabled
         # Sections that only read or change the queue take the bare lock (cheaper than the
         # condition's Python-level enter); waiting and notifying go through the condition.
         self._mutex = threading.Lock()
@@ -223,34 +170,51 @@ class GroupCommit:
                 if self._waiters:
                     self._cond.notify_all()
 
-    def try_lead(self) -> bool:
-        """Become the leader at once if there is none and nobody is queued -- a lone
-        caller, which then runs :meth:`lead_alone`."""
-        with self._mutex:
-            if self._leading or self._queue:
-                return False
-            self._leading = True
-            return True
-
-    def lead_alone(self, run: Callable[[Store], models.CommitAck]) -> models.CommitAck:
-        """After :meth:`try_lead`: prepare and publish under the handle exactly as a commit
-        did before group commit (``run`` does both), then hand the lead to whoever queued
-        meanwhile. A lone caller so pays for nothing it does not use."""
-        try:
-            with self._handle.use(write=True) as store:
+    def commit(self, plan: CommitPlan) -> models.CommitAck:
+        """Publish ``plan``: at once when nobody leads or queues (the lone committer, which
+        pays nothing for the queue), else in the next batch -- returning its
+        acknowledgement once that batch's COMMIT returned, or raising its own error."""
+        handle = self._handle
+        if not self.enabled or handle.owner == threading.get_ident():
+            # From inside the handle (an on_publish hook, a session), a queued commit would
+            # wait for a leader that waits for this very thread.
+            return commit_op.commit(handle, plan)
+        mutex = self._mutex
+        with mutex:
+            alone = not (self._leading or self._queue)
+            if alone:
+                self._leading = True
+        if alone:
+            try:
+                ack = commit_op.commit(handle, plan)
                 self.batches += 1
-                ack = run(store)
                 self.commits += 1
                 return ack
-        finally:
-            with self._mutex:
-                self._leading = False
-                if self._waiters:
-                    self._cond.notify_all()
+            finally:
+                with mutex:
+                    self._leading = False
+                    if self._waiters:
+                        self._cond.notify_all()
+        handle.check_writable()
+        scope = handle.keyring.known_scope(plan.namespace)
+        values = plan.values
+        limit = handle.store.chunk_size
+        if (
+            scope is not None
+            and values is not None
+            and all(_in_memory(v, limit) for v in values.values())
+        ):
+            # Outside the handle, while the leader holds it: this is how a thread joins
+            # the leader's next batch instead of waiting for the lock.
+            commit_op.prepare(handle.store.blobs, plan, scope, handle.clock())
+        else:
+            # Staging writes through the connection: under the handle.
+            with holding(handle, write=True, keeps_heads=True) as tx:
+                scope = tx.keyring.scope_for_namespace(tx.conn, plan.namespace)
+                commit_op.prepare(tx.blobs, plan, scope, tx.now_ms)
+        return self._queued(plan)
 
-    def commit(self, plan: CommitPlan) -> models.CommitAck:
-        """Publish a prepared plan in the next batch; returns its acknowledgement once the
-        batch's COMMIT returned, or raises its own error."""
+    def _queued(self, plan: CommitPlan) -> models.CommitAck:
         req = _Request(plan)
         with self._cond:
             if self._leading or self._queue:
@@ -266,7 +230,7 @@ class GroupCommit:
                     self._waiters -= 1
                 if req.done:
                     return req.outcome()
-            # No leader (a lone caller goes straight here, never queued): lead.
+            # The leader left before taking this commit: lead.
             self._leading = True
         try:
             # Usually once; again if this commit went back to the queue because another
@@ -288,7 +252,7 @@ class GroupCommit:
     def _lead(self, own: _Request) -> None:
         batch: list[_Request] = []
         try:
-            with self._handle.use(write=True) as store:
+            with holding(self._handle, write=True, keeps_heads=True) as tx:
                 # Drained only once the handle is ours: whatever queued while the leader
                 # waited for it joins this batch. (An empty queue is read without the lock:
                 # whoever queues after this look waits for the next leader.)
@@ -299,9 +263,9 @@ class GroupCommit:
                     batch.insert(0, own)  # the leader's own commit, if it never queued
                 self.batches += 1
                 if len(batch) == 1:
-                    self._run_one(store, batch[0])
+                    self._run_one(batch[0])
                 else:
-                    self._run_batch(store, batch)
+                    self._run_batch(tx, batch)
         except Exception as exc:
             # The handle refused (closed, read-only, reconnect failed) before any batch
             # began: nothing was written for anyone waiting.
@@ -331,26 +295,26 @@ class GroupCommit:
             if self._waiters:
                 self._cond.notify_all()
 
-    def _run_one(self, store: Store, req: _Request) -> None:
+    def _run_one(self, req: _Request) -> None:
         try:
-            ack = commit_op.commit(self._handle, store, req.plan)
+            ack = commit_op.commit(self._handle, req.plan)
         except Exception as exc:
             req.fail(exc)  # the caller's error, raised in its own thread
         else:
             self.commits += 1
             req.succeed(ack)
 
-    def _run_batch(self, store: Store, batch: list[_Request]) -> None:
-        conn = store.conn
+    def _run_batch(self, tx: Unit, batch: list[_Request]) -> None:
+        conn = tx.conn
         published: list[tuple[_Request, models.CommitAck]] = []
         failed: list[tuple[_Request, Exception]] = []
         culprit: tuple[_Request, Exception] | None = None
         try:
-            with conn.write_transaction():
+            with tx.write_batch():
                 for req in batch:
                     try:
                         with conn.savepoint():
-                            ack = commit_op.publish(store, req.plan, _now_ms())
+                            ack = commit_op.publish(tx, req.plan)
                     except Exception as exc:
                         if not conn.in_transaction or isinstance(exc, _ABANDONING):
                             culprit = (req, exc)
@@ -378,7 +342,9 @@ class GroupCommit:
             for req in batch:
                 req.fail(_copy_error(exc))
             return
-        # COMMIT returned: every published member is durable; only now is it acknowledged.
+        # COMMIT returned: every published member is durable; only now is it acknowledged
+        # (and its pointer cached, in publication order: the last move of a namespace wins).
+        tx.handle.heads.update(tx.moved)
         self.commits += len(published)
         for req, ack in published:
             req.succeed(ack)
@@ -402,8 +368,9 @@ class GroupCommit:
                 req.fail(exc)
         landed: list[tuple[_Request, models.CommitAck]] = []
         try:
-            conn = self._handle.reconnect().conn
-            with conn.write_transaction():
+            self._handle.reconnect()
+            with writing(self._handle) as tx:
+                conn = tx.conn
                 confirmed: set[str] = set()
                 for req, ack in published:
                     ptr = pointers.pointer(conn, req.plan.namespace)
@@ -413,7 +380,7 @@ class GroupCommit:
                     if ptr.namespace not in confirmed:
                         # The frames holding the batch may be unsynced; this transaction's
                         # COMMIT syncs them before anything is acknowledged.
-                        pointers.confirm(conn, ptr, _now_ms())
+                        pointers.confirm(conn, ptr, tx.now_ms)
                         confirmed.add(ptr.namespace)
         except errors.CkptdbError as exc:
             self._handle.mark_broken()
@@ -454,33 +421,3 @@ def _landed(conn: Connection, ptr: PointerRow, ack: models.CommitAck) -> bool:
         move.revision == ack.pointer_revision
         for move in pointers.moves_to(conn, ptr.namespace_id, ack.checkpoint_id)
     )
-
-
-def route(
-    handle: Handle,
-    group: GroupCommit | None,
-    prepare: Callable[[Store, Callable[[int, int], None] | None], CommitPlan],
-    values: list[object],
-    progress: Callable[[int, int], None] | None,
-) -> models.CommitAck:
-    """Commit through the plain path or the group, whichever applies (see the module
-    docstring): ``prepare(store, progress)`` builds the plan, ``values`` are the entry
-    values in name order (to tell whether preparing needs the connection)."""
-    if group is None or handle.held_by_current_thread():
-        # Without group commit, or from inside the handle (an on_publish hook, a session):
-        # a queued commit would wait for a leader that waits for this thread.
-        with handle.use(write=True) as store:
-            return commit_op.commit(handle, store, prepare(store, progress))
-    if group.try_lead():
-        # Nobody else is committing: the plain path, holding the lead so that commits
-        # arriving meanwhile queue up for the next batch.
-        return group.lead_alone(
-            lambda store: commit_op.commit(handle, store, prepare(store, progress))
-        )
-    handle.check_writable()
-    plan = prepare_unlocked(handle.store, values, prepare, progress)
-    if plan is None:
-        # Staging writes chunks through the connection: prepare under the handle.
-        with handle.use(write=True) as store:
-            plan = prepare(store, progress)
-    return group.commit(plan)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,10 +34,12 @@ from typing import Literal
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
-from ..store import Store, checkpoints, pointers, receipts
+from ..store import checkpoints, pointers
 from ..store.rows import CheckpointRow, PointerRow
+from . import receipts as receipt_op
 from .checkpoint import Checkpoint
 from .handle import Handle
+from .unit import Unit, holds
 
 Validator = Callable[[Checkpoint], object]
 Disposition = Literal["exact", "degraded_fallback"]
@@ -401,9 +402,9 @@ def _rejection(checkpoint_id: str, exc: errors.CkptdbError) -> models.Rejection:
     )
 
 
+@holds()
 def load_with_fallback(
-    handle: Handle,
-    store: Store,
+    tx: Unit,
     namespace: str,
     *,
     fallback: bool,
@@ -414,7 +415,7 @@ def load_with_fallback(
     """See :meth:`ckptdb.Database.load` (``start_id``: walk from that checkpoint of the
     namespace instead of from CURRENT; ``checks``: what the reader requires, see the
     module docstring for the order and what fallback skips)."""
-    conn = store.conn
+    conn = tx.conn
     ptr = pointers.pointer(conn, namespace)
     if ptr is None:
         raise errors.NamespaceNotFoundError(
@@ -448,13 +449,13 @@ def load_with_fallback(
                     reason="current_missing",
                 )
             try:
-                cp = _manifest(handle, conn, namespace, row)
+                cp = _manifest(tx.handle, conn, namespace, row)
             except errors.CorruptionError:
                 real = _real_row(conn, row)
                 if real is None:
                     raise
                 row = real  # a damaged index entry led elsewhere; the table has the row
-                cp = _manifest(handle, conn, namespace, row)
+                cp = _manifest(tx.handle, conn, namespace, row)
             if step.from_records and not _is_parent(conn, step, cp):
                 # Not provably the parent of the damaged checkpoint before it (a branch, a
                 # rollback, or a generation nobody vouches for): stop rather than guess.
@@ -481,13 +482,13 @@ def load_with_fallback(
                 if step.generation is None:
                     unfollowable = next_id
                     break
-                after = _parent_of_damaged(handle, conn, ptr, next_id, row, step.generation)
+                after = _parent_of_damaged(tx.handle, conn, ptr, next_id, row, step.generation)
                 step = _Next(after.checkpoint_id, step.generation - 1, from_records=True)
                 continue
             step = (
                 _Next(cp.parent_id, cp.generation - 1)
                 if cp is not None
-                else _parent_of_damaged(handle, conn, ptr, next_id, row, step.generation)
+                else _parent_of_damaged(tx.handle, conn, ptr, next_id, row, step.generation)
             )
             continue
         selected = cp
@@ -497,7 +498,7 @@ def load_with_fallback(
     if selected is not None and not rejected:
         return _result(LoadResult(selected, "exact", None, note))
 
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = tx.now_ms
     disposition = "degraded_fallback" if selected is not None else "none_usable"
     body = {
         "disposition": disposition,
@@ -506,13 +507,12 @@ def load_with_fallback(
         "requested_id": requested,
         "selected_id": selected.id if selected is not None else None,
     }
-    receipt_id = receipts.record(
-        conn,
+    receipt_id = receipt_op.record(
+        tx,
         "fallback",
         body,
         namespace=namespace,
         checkpoint_id=selected.id if selected is not None else requested,
-        at_ms=now_ms,
     )
     receipt = models.FallbackReceipt(
         receipt_id=receipt_id,
@@ -567,3 +567,20 @@ def _result(result: LoadResult) -> LoadResult:
 
 #: Rejection codes of the reader's checks (the checkpoint is intact, not what was asked).
 _CHECK_CODES = frozenset({errors.LineageMismatchError.code, errors.SchemaPinTooNewError.code})
+
+
+@holds()
+def load_checkpoint(
+    tx: Unit,
+    checkpoint_id: str,
+    *,
+    fallback: bool,
+    validator: Validator | None,
+    checks: LoadChecks = NO_CHECKS,
+) -> LoadResult:
+    """See :meth:`ckptdb.Database.load_checkpoint`: :func:`load_with_fallback` from a given
+    checkpoint of its namespace."""
+    row = checkpoints.require_checkpoint(tx.conn, checkpoint_id)
+    return load_with_fallback(
+        tx, row.namespace, fallback=fallback, validator=validator, start_id=row.id, checks=checks
+    )

@@ -10,12 +10,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from .. import errors, files, limits, models
-from ..store import Store, migrations, receipts, settings
-from .handle import Handle
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+from ..connection import Connection
+from ..store import migrations, settings
+from . import receipts as receipt_op
+from .unit import Clock, Unit, holds
 
 
 def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
@@ -29,9 +27,10 @@ def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
     )
 
 
-def status(store: Store, path: str) -> models.MigrationStatus:
+@holds(schema_work=True)
+def status(tx: Unit, path: str) -> models.MigrationStatus:
     """The file's schema version, this code's, and the pending migrations."""
-    conn = store.conn
+    conn = tx.conn
     with conn.read_transaction():
         core = migrations.core_set()
         pending = migrations.check_history(conn, core)
@@ -47,17 +46,19 @@ def status(store: Store, path: str) -> models.MigrationStatus:
     )
 
 
-def plan(store: Store, to: int | None) -> list[models.MigrationInfo]:
+@holds(schema_work=True)
+def plan(tx: Unit, to: int | None) -> list[models.MigrationInfo]:
     """The pending migrations (up to version ``to``) with the SQL each would run."""
-    with store.conn.read_transaction():
-        pending = migrations.check_history(store.conn, migrations.core_set())
+    with tx.conn.read_transaction():
+        pending = migrations.check_history(tx.conn, migrations.core_set())
     return [info(m, with_sql=True) for m in pending if to is None or m.version <= to]
 
 
-def history(store: Store) -> list[models.MigrationInfo]:
+@holds(schema_work=True)
+def history(tx: Unit) -> list[models.MigrationInfo]:
     """Every applied migration of every set, oldest first."""
-    with store.conn.read_transaction():
-        rows = migrations.all_applied(store.conn)
+    with tx.conn.read_transaction():
+        rows = migrations.all_applied(tx.conn)
     return [
         models.MigrationInfo(
             migration_set=r.migration_set,
@@ -71,12 +72,18 @@ def history(store: Store) -> list[models.MigrationInfo]:
     ]
 
 
+def _stamp(now_ms: int) -> str:
+    """A local timestamp for a file name."""
+    return time.strftime("%Y%m%dT%H%M%S", time.localtime(now_ms / 1000))
+
+
+@holds(write=True, schema_work=True)
 def up(
-    handle: Handle, store: Store, *, to: int | None, backup: str | os.PathLike[str] | bool
+    tx: Unit, *, to: int | None, backup: str | os.PathLike[str] | bool
 ) -> models.MigrationResult:
     """See :meth:`ckptdb.Database.migrate`."""
-    conn = store.conn
-    path = handle.path
+    conn = tx.conn
+    path = tx.handle.path
     core = migrations.core_set()
     pending = migrations.check_history(conn, core)
     start = migrations.user_version(conn)
@@ -89,24 +96,24 @@ def up(
     todo = [m for m in pending if m.version <= goal]
     if todo:
         # Wait for (or refuse because of) another writer before writing a backup.
-        with conn.write_transaction():
+        with tx.write_batch():
             pass  # taking the write lock and releasing it is the whole point
     backup_path: str | None = None
     if todo and backup is not False:
         backup_path = (
             os.path.abspath(os.fspath(backup))
             if not isinstance(backup, bool)
-            else f"{path}.v{start}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
+            else f"{path}.v{start}.{_stamp(tx.now_ms)}.bak"
         )
         if os.path.lexists(backup_path):
             raise errors.InvalidInputError(f"the backup path {backup_path} exists")
         files.create_private_file(backup_path)
-        with conn.read_transaction():
+        with tx.read_batch():
             conn.backup_to(backup_path)
             migrations.verify_backup(conn, backup_path)
     applied: list[migrations.Migration] = []
     try:
-        applied = migrations.apply_pending(conn, core, target=goal)
+        applied = apply_pending(conn, core, tx.handle.clock, target=goal)
     except errors.CkptdbError as exc:
         done = migrations.user_version(conn)
         restore = (
@@ -121,12 +128,12 @@ def up(
             backup=backup_path,
             version=done,
         ) from exc
-    handle.pending = migrations.check_history(conn, core)
+    tx.handle.pending = migrations.check_history(conn, core)
     end = migrations.user_version(conn)
     receipt_id = None
     if applied:
-        receipt_id = receipts.record(
-            conn,
+        receipt_id = receipt_op.record(
+            tx,
             "migration",
             {
                 "from_version": start,
@@ -134,11 +141,10 @@ def up(
                 "backup": backup_path,
                 "applied": [f"{m.version:04d}_{m.name}" for m in applied],
             },
-            at_ms=_now_ms(),
         )
-    if not handle.pending:
+    if not tx.handle.pending:
         size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-        handle.set_layout(size, settings.chunker(conn, size))
+        tx.handle.set_layout(size, settings.chunker(conn, size))
     return models.MigrationResult(
         path=path,
         from_version=start,
@@ -150,7 +156,8 @@ def up(
     )
 
 
-def apply_set(store: Store, name: str, directory: Traversable | str) -> list[int]:
+@holds(write=True)
+def apply_set(tx: Unit, name: str, directory: Traversable | str) -> list[int]:
     """See :meth:`ckptdb.Database.apply_migration_set`."""
     if (
         not isinstance(name, str)
@@ -162,4 +169,23 @@ def apply_set(store: Store, name: str, directory: Traversable | str) -> list[int
         )
     folder = Path(directory) if isinstance(directory, str) else directory
     mset = migrations.load_set(name, folder)
-    return [m.version for m in migrations.apply_pending(store.conn, mset)]
+    return [m.version for m in apply_pending(tx.conn, mset, tx.handle.clock)]
+
+
+def apply_pending(
+    conn: Connection, mset: migrations.MigrationSet, clock: Clock, *, target: int | None = None
+) -> list[migrations.Migration]:
+    """Apply the pending migrations of ``mset`` up to ``target`` (default: all), in order,
+    each in its own ``BEGIN IMMEDIATE`` transaction. A failure rolls back that migration
+    only: the file stays at the last completed version. (Takes the connection: opening a
+    file runs it before any handle exists.)"""
+    goal = migrations.check_target(mset, target)
+    done: list[migrations.Migration] = []
+    for migration in migrations.check_history(conn, mset):
+        if migration.version > goal:
+            break
+        with conn.write_transaction():
+            applied = migrations.apply_next(conn, mset, migration, clock())
+        if applied:
+            done.append(migration)
+    return done

@@ -19,7 +19,9 @@ from ..connection import (
 )
 from ..store import blobs, checkpoints, migrations, schema, settings
 from ..store.scopes import KeyProvider, Keyring
+from . import migrate as migrate_op
 from .handle import Handle
+from .unit import Clock, system_clock
 
 MigrateMode = Literal["auto", "never", "check"]
 
@@ -43,10 +45,11 @@ def _probe_existing(path: str, *, readonly: bool) -> tuple[bool, list[str]]:
                 "file name for a ckptdb database."
             )
         migrations.check_history(probe, migrations.core_set())
-        if not readonly:
-            schema.require_valid(probe, path)
-            return False, []
-        return False, schema.mismatches(probe)
+        with probe.read_transaction():  # one snapshot: a migration may be running elsewhere
+            if not readonly:
+                schema.require_valid(probe, path)
+                return False, []
+            return False, schema.mismatches(probe)
     finally:
         probe.close()
 
@@ -93,6 +96,7 @@ def open_handle(
     page_size: int | None,
     vfs: str | None,
     keys: KeyProvider | None = None,
+    clock: Clock = system_clock,
 ) -> Handle:
     """Open (creating and initializing when missing or empty) the file at the absolute
     ``path``; arguments were validated by the caller. ``keys`` unlock key scopes."""
@@ -146,15 +150,15 @@ def open_handle(
                 )
             if fresh:
                 # A process racing us to create the file may win; then its settings stand.
-                migrations.create_schema(
-                    conn,
-                    core,
-                    lambda: settings.init_new_file(
-                        conn, chunk_size or limits.DEFAULT_CHUNK_BYTES, fixed=chunk_size is not None
-                    ),
-                )
+                with conn.write_transaction():
+                    if migrations.create_schema(conn, core, clock()):
+                        settings.init_new_file(
+                            conn,
+                            chunk_size or limits.DEFAULT_CHUNK_BYTES,
+                            fixed=chunk_size is not None,
+                        )
             else:
-                migrations.apply_pending(conn, core)
+                migrate_op.apply_pending(conn, core, clock)
             pending = []
         if not pending and not fresh:
             # Read-only and "check" opens write nothing.
@@ -180,6 +184,7 @@ def open_handle(
         reopen=connect,
         chunker=chunker,
         keyring=Keyring(keys),
+        clock=clock,
     )
     handle.schema_problems = schema_problems
     return handle
@@ -201,7 +206,12 @@ def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> 
 
 
 def open_virtual(
-    name: str, vfs: str, busy_timeout: float | None, keys: KeyProvider | None = None
+    name: str,
+    vfs: str,
+    busy_timeout: float | None,
+    keys: KeyProvider | None = None,
+    *,
+    clock: Clock = system_clock,
 ) -> Handle:
     """Open, read-only, a name that ``vfs`` serves (a replica read through a VFS): the
     probe runs through the VFS, since there is no local file to inspect."""
@@ -224,7 +234,8 @@ def open_virtual(
                 "primary (`ckptdb migrate DB up`) and let it replicate",
                 pending=[m.version for m in pending],
             )
-        problems = schema.mismatches(conn)
+        with conn.read_transaction():
+            problems = schema.mismatches(conn)
         settings.require_features(conn, name)
         chunk = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
         chunker = settings.chunker(conn, chunk)
@@ -239,6 +250,7 @@ def open_virtual(
         reopen=connect,
         chunker=chunker,
         keyring=Keyring(keys),
+        clock=clock,
     )
     handle.schema_problems = problems
     return handle

@@ -9,20 +9,21 @@ bounded by a couple of chunks whatever the value size.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import IO, Any
 
-from .. import canonical, errors
+from .. import errors
 from ..store import codec
 from ..store.blobs import BackgroundHash, BlobStore, DigestList, EncodedChunk, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
-from ..types import BlobRef
+from ..types import Addressed, BlobRef
 from .progress import CountingReader
 
 #: Streamed/path entries small enough to inline are read into memory only up to this many
@@ -36,22 +37,9 @@ RAW_AFTER = 16
 RAW_PROBE_EVERY = 64
 #: Chunks being hashed and compressed ahead of the writer at most.
 ENCODE_WINDOW = 8
-
-
-@dataclass
-class PreparedEntry:
-    """A validated entry name with its prepared blob."""
-
-    name: str
-    blob: PreparedBlob
-    media_type: str | None
-    schema: str | None
-
-    def record(self) -> canonical.EntryRecord:
-        """The entry as it takes part in the checkpoint identity."""
-        return canonical.EntryRecord(
-            self.name, self.blob.digest, self.blob.size, self.media_type, self.schema
-        )
+#: Values shorter than this are stored as they are, without trying zstd: its frame header
+#: and block header (about a dozen bytes) leave nothing to gain below it.
+MIN_COMPRESS = 64
 
 
 class _FileSnapshot(io.RawIOBase):
@@ -154,7 +142,7 @@ def _fill(source: IO[bytes], view: memoryview) -> int:
     return pos
 
 
-def prepare(
+def prepare_value(
     blobs: BlobStore,
     value: Any,
     budget: list[int],
@@ -166,11 +154,18 @@ def prepare(
     in-memory allowance of this commit for streamed values (mutated). ``on_bytes(n)`` is
     told of every ``n`` bytes read from a path or stream (byte progress). ``scope``: the
     key scope of the namespace -- how the bytes are addressed and sealed."""
-    if isinstance(value, BlobRef):
+    kind = type(value)
+    if kind is bytes:  # the common case first
+        return _prepare_bytes(blobs, value, now_ms, scope)
+    if kind is Addressed:
+        # Hashed by the caller for this very scope: not hashed again. (For another scope --
+        # one created since -- the address is the scope's own, computed here.)
+        digest = value.digest if value.scope_id == scope.scope_id else None
+        return _prepare_bytes(blobs, value.data, now_ms, scope, digest)
+    if kind is BlobRef:
         return PreparedBlob(value.digest, value.size, reference=True, scope=scope)
     if isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-        return _prepare_bytes(blobs, data, now_ms, scope)
+        return _prepare_bytes(blobs, bytes(value), now_ms, scope)
     if isinstance(value, str):
         try:
             data = value.encode("utf-8")
@@ -198,13 +193,23 @@ def prepare(
     )
 
 
-def _inline(data: bytes, scope: Scope) -> PreparedBlob:
-    """A blob stored whole in its row (encoded here, outside the lock)."""
-    digest = scope.address(data)
-    codec_id, stored, sealed_digest = scope.encode(data, digest, blob=True)
+def inline(data: bytes, scope: Scope, digest: str | None = None) -> PreparedBlob:
+    """A blob stored whole in its row (encoded here, outside the lock); ``digest``: its
+    address in ``scope`` when the caller computed it already."""
+    size = len(data)
+    if scope is PLAINTEXT:
+        digest = digest or hashlib.sha256(data).hexdigest()
+        if size < MIN_COMPRESS:
+            return PreparedBlob(digest, size, data)
+        codec_id, stored = codec.encode(data)
+        return PreparedBlob(digest, size, data, codec_id, stored)
+    digest = digest or scope.address(data)
+    codec_id, stored, sealed_digest = scope.encode(
+        data, digest, compress=size >= MIN_COMPRESS, blob=True
+    )
     return PreparedBlob(
         digest,
-        len(data),
+        size,
         inline=data,
         inline_codec=codec_id,
         inline_stored=stored,
@@ -213,9 +218,11 @@ def _inline(data: bytes, scope: Scope) -> PreparedBlob:
     )
 
 
-def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int, scope: Scope) -> PreparedBlob:
+def _prepare_bytes(
+    blobs: BlobStore, data: bytes, now_ms: int, scope: Scope, digest: str | None = None
+) -> PreparedBlob:
     if len(data) <= blobs.chunker.inline_limit:
-        return _inline(data, scope)
+        return inline(data, scope, digest)
     if len(data) <= blobs.chunk_size:
         # Held in memory anyway: cut, hash and compress here, write inside the commit
         # transaction (one transaction; a dedup hit costs a lookup, not a write).
@@ -224,7 +231,7 @@ def _prepare_bytes(blobs: BlobStore, data: bytes, now_ms: int, scope: Scope) -> 
             for piece in blobs.chunker.cut(data)
         ]
         return PreparedBlob(
-            scope.address(data),
+            digest or scope.address(data),
             len(data),
             chunk_digests=DigestList(c.digest for c in chunks),
             chunks=chunks,
@@ -281,7 +288,17 @@ def _stage(
     written before it durable too; a staged chunk that is never referenced is garbage.
     """
     whole = BackgroundHash(scope)
-    blob = PreparedBlob(digest="", size=0, scope=scope)
+    chunk_ids: array[int] = array("q")
+    chunk_digests = DigestList()
+    repaired: list[str] = []
+    blob = PreparedBlob(
+        digest="",
+        size=0,
+        scope=scope,
+        chunk_ids=chunk_ids,
+        chunk_digests=chunk_digests,
+        repaired=repaired,
+    )
     batch: list[EncodedChunk] = []
     batch_bytes = 0
     # Trying to compress random or already-compressed data costs ~1 ms/MB for nothing:
@@ -292,10 +309,13 @@ def _stage(
         nonlocal batch, batch_bytes
         if not batch:
             return
-        ids, written, repaired = blobs.stage_chunks(batch, now_ms)
-        blob.chunk_ids.extend(ids)
+        # Each batch in a short transaction of its own, before the commit that will
+        # reference the chunks.
+        with blobs.conn.write_transaction():
+            ids, written, fixed = blobs.put_chunks(batch, now_ms, touch=True)
+        chunk_ids.extend(ids)
         blob.bytes_staged += written
-        blob.repaired.extend(repaired)
+        repaired.extend(fixed)
         batch, batch_bytes = [], 0
 
     # Hashing and compressing the next chunks (hashlib and zstd release the GIL) runs on a
@@ -310,7 +330,7 @@ def _stage(
         incompressible = incompressible + 1 if codec.compression_of(chunk.codec) == codec.RAW else 0
         batch.append(chunk)
         batch_bytes += len(chunk.stored)
-        blob.chunk_digests.append(chunk.digest)
+        chunk_digests.append(chunk.digest)
         blob.size += size
         if batch_bytes >= STAGE_BATCH_BYTES:
             flush()
@@ -345,5 +365,5 @@ def _stage(
         encoder.shutdown(wait=True, cancel_futures=True)
         whole.close()
     if not blob.chunk_digests:
-        return _inline(b"", scope)
+        return inline(b"", scope)
     return blob

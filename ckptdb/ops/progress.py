@@ -9,9 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from .. import errors
-from ..types import BlobRef, Entry
-
-Progress = Callable[[int, int], None]
+from ..types import Addressed, BlobRef, Entry, Progress
 
 
 def _size_of(value: Any) -> int | None:
@@ -19,6 +17,8 @@ def _size_of(value: Any) -> int | None:
         value = value.value
     if isinstance(value, BlobRef):
         return 0  # re-used without reading a byte
+    if isinstance(value, Addressed):
+        return len(value.data)
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
     if isinstance(value, str):

@@ -38,6 +38,8 @@ from typing import Any
 
 from .. import errors, models
 from ..connection import Connection, Params, PreparedStatement, Row, SqlFailure
+from .handle import Handle
+from .unit import holding
 
 DEFAULT_TIMEOUT = 30.0
 _MAX_TIMEOUT = 7 * 24 * 3600.0
@@ -203,14 +205,23 @@ class _Budget:
 
 @contextmanager
 def stream(
-    conn: Connection,
+    handle: Handle,
     sql: str,
     params: QueryParams | None = None,
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Iterator[QueryStream]:
-    """Run one read-only statement and stream its rows (see the module docstring)."""
+    """Run one read-only statement and stream its rows (see the module docstring); the
+    handle is held until the block ends."""
     limit = check_timeout(timeout)
+    with holding(handle) as tx, _stream(tx.conn, sql, params, limit) as qs:
+        yield qs
+
+
+@contextmanager
+def _stream(
+    conn: Connection, sql: str, params: QueryParams | None, limit: float | None
+) -> Iterator[QueryStream]:
     statement = _statement(conn, sql)
     bound = bind(statement, params)
     budget = _Budget(limit)
@@ -233,14 +244,14 @@ def _failures_typed(rows: Iterator[Row]) -> Iterator[Row]:
 
 
 def run(
-    conn: Connection,
+    handle: Handle,
     sql: str,
     params: QueryParams | None = None,
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> models.QueryResult:
     """:func:`stream`, collected into a :class:`~ckptdb.models.QueryResult`."""
-    with stream(conn, sql, params, timeout=timeout) as result:
+    with stream(handle, sql, params, timeout=timeout) as result:
         return models.QueryResult(columns=result.columns, rows=[list(r) for r in result.rows])
 
 

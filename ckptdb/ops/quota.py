@@ -38,16 +38,18 @@ rows are cached per connection, see :mod:`ckptdb.store.quotas`).
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..store import Store, quotas
+from ..store import quotas
 from ..store.quotas import QuotaRow
 from ..store.receipts import store_receipt
 from . import gc
+from .unit import Unit, holds, writes
 
 __all__ = [
     "APPLIES_TO",
@@ -151,9 +153,10 @@ def quota_row(
     max_bytes: object,
     applies_to: object,
     on_exceed: object,
-    now_ms: int,
+    now_ms: int = 0,
 ) -> QuotaRow:
-    """The row ``set_quota`` stores, after checking every argument (InvalidQuotaError)."""
+    """The row ``set_quota`` stores, after checking every argument (InvalidQuotaError);
+    ``set_quota`` stamps it with the time it is stored."""
     prefix = check_prefix(prefix)
     applies_to = check_applies_to(applies_to)
     if not isinstance(on_exceed, str) or on_exceed not in ON_EXCEED:
@@ -184,12 +187,12 @@ def quota_row(
 # -- the stored quotas ---------------------------------------------------------------------
 
 
-def set_quota(store: Store, row: QuotaRow) -> models.Quota:
-    """Store (or replace) a quota in its own write transaction; returns it as stored."""
-    conn = store.conn
-    with conn.write_transaction():
-        quotas.upsert(conn, store.quotas, row)
-        stored = quotas.get(conn, row.prefix, row.applies_to)
+@writes
+def set_quota(tx: Unit, row: QuotaRow) -> models.Quota:
+    """Store (or replace) a quota, stamped with the unit's time; returns it as stored."""
+    conn = tx.conn
+    quotas.upsert(conn, tx.quotas, dataclasses.replace(row, updated_at_ms=tx.now_ms))
+    stored = quotas.get(conn, row.prefix, row.applies_to)
     if stored is None:
         raise errors.CorruptionError(
             f"the quota {row.prefix!r} ({row.applies_to}) cannot be read back after storing "
@@ -199,15 +202,16 @@ def set_quota(store: Store, row: QuotaRow) -> models.Quota:
     return stored.model()
 
 
-def clear_quota(store: Store, prefix: str, applies_to: str) -> bool:
-    """Remove a quota in its own write transaction; True if there was one."""
-    with store.conn.write_transaction():
-        return quotas.delete(store.conn, store.quotas, prefix, applies_to)
+@writes
+def clear_quota(tx: Unit, prefix: str, applies_to: str) -> bool:
+    """Remove a quota; True if there was one."""
+    return quotas.delete(tx.conn, tx.quotas, prefix, applies_to)
 
 
-def list_quotas(store: Store) -> list[models.Quota]:
+@holds()
+def list_quotas(tx: Unit) -> list[models.Quota]:
     """Every stored quota, by prefix then applies_to."""
-    return [row.model() for row in quotas.all_quotas(store.conn)]
+    return [row.model() for row in quotas.all_quotas(tx.conn)]
 
 
 # -- enforcement, inside the commit transaction ------------------------------------------
@@ -354,18 +358,17 @@ def _refuse_unless_fits(rule: QuotaRow, namespace: str, usage: _Usage, left: _Us
         raise _exceeded(rule, namespace, (limit, maximum, usage.value(limit)), left=left)
 
 
-def enforce(
-    store: Store, namespace: str, namespace_id: int, checkpoint_id: str, now_ms: int
-) -> list[str]:
+def enforce(tx: Unit, namespace: str, namespace_id: int, checkpoint_id: str) -> list[str]:
     """Check every quota ``namespace`` is under after a commit stored ``checkpoint_id``
     (inside the commit's write transaction, after the pointer moved). Returns the ids an
     evicting quota deleted (recorded in a ``quota_evict`` receipt); raises
     QuotaExceededError when a quota does not hold -- the caller's transaction (or group
     commit member's savepoint) then rolls back, evictions included."""
-    conn = store.conn
-    rules = quotas.matching(conn, store.quotas, namespace)
+    conn = tx.conn
+    rules = quotas.matching(conn, tx.quotas, namespace)
     if not rules:
         return []
+    now_ms = tx.now_ms
     evicted: list[str] = []
     records: list[dict[str, Any]] = []
     totals = gc.Sweep()

@@ -1,10 +1,11 @@
 """The read path of entry bytes: every byte handed out is verified first.
 
 An inline blob is checked against its digest before it is returned; a chunked one streams
-through :class:`~ckptdb.store.blobs.ChunkedBlobReader`, which verifies each chunk before its
-bytes are returned and the whole blob before the last piece. Streams take the handle's lock
-for each window of chunks they fetch, so a long-lived reader never blocks other users of the
-handle for long; decoding and hashing run on the reader's helper threads, outside the lock.
+through :class:`~ckptdb.store.blob_reader.ChunkedBlobReader`, which verifies each chunk
+before its bytes are returned and the whole blob before the last piece. Streams take the
+handle's lock and a read snapshot (a unit of work, ``ops/unit``) for each window of chunks
+they fetch, so a long-lived reader never blocks other users of the handle for long;
+decoding and hashing run on the reader's helper threads, outside the lock.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import IO, Any
 from ..store.blobs import ChunkedBlobReader
 from ..store.rows import EntryRow
 from .handle import Handle
+from .unit import reading
 
 
 def read_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> bytes:
     """All bytes of an entry, verified."""
     where = {"checkpoint_id": checkpoint_id, "entry": entry.name}
-    with handle.use() as store, store.conn.read_transaction():
-        return store.blobs.read_all(entry.blob_id, entry.digest, entry.size, where)
+    with reading(handle) as tx:
+        return tx.blobs.read_all(entry.blob_id, entry.digest, entry.size, where)
 
 
 def open_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> IO[bytes]:
@@ -56,7 +58,12 @@ class LockedReader(io.RawIOBase):
         super().__init__()
         with handle.use() as store:
             self._inner = ChunkedBlobReader(
-                store.blobs, entry.blob_id, entry.digest, entry.size, where, guard=handle.use
+                store.blobs,
+                entry.blob_id,
+                entry.digest,
+                entry.size,
+                where,
+                snapshot=lambda: reading(handle),
             )
 
     def readable(self) -> bool:

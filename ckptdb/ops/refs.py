@@ -6,45 +6,55 @@ from __future__ import annotations
 from .. import errors, models, validation
 from ..connection import Connection
 from ..references import format_reference, parse_reference
-from ..store import Store, checkpoints, pointers
+from ..store import checkpoints, pointers
 from ..store.rows import CheckpointRow, PointerRow
 from .checkpoint import Checkpoint
-from .handle import Handle
+from .unit import Unit, holds, reads
 
 
-def checkpoint(handle: Handle, store: Store, row: CheckpointRow) -> Checkpoint:
+def checkpoint(tx: Unit, row: CheckpointRow) -> Checkpoint:
     """A checkpoint handle over a row (its manifest checked against its id).
 
     Manifests are immutable, so one that verified is remembered per handle: the next
     lookup of the same row (read again, and equal) skips reading and hashing its entries.
     Entry bytes are verified on every read regardless."""
-    entries = handle.verified_manifest(row)
+    entries = tx.handle.verified_manifest(row)
     if entries is not None:
-        return Checkpoint(handle, row, entries, verified=True)
-    entries = checkpoints.entries_of(store.conn, row.seq)
-    cp = Checkpoint(handle, row, entries)
-    handle.remember_manifest(row, entries)
+        return Checkpoint(tx.handle, row, entries, verified=True)
+    entries = checkpoints.entries_of(tx.conn, row.seq)
+    cp = Checkpoint(tx.handle, row, entries)
+    tx.handle.remember_manifest(row, entries)
     return cp
 
 
-def require_row(store: Store, checkpoint_id: str) -> CheckpointRow:
+@holds()
+def require_row(tx: Unit, checkpoint_id: str) -> CheckpointRow:
     """The row of a checkpoint by full id, or CheckpointNotFoundError."""
-    return checkpoints.require_checkpoint(store.conn, checkpoint_id)
+    return checkpoints.require_checkpoint(tx.conn, checkpoint_id)
 
 
-def existing(store: Store, checkpoint_ids: list[str]) -> set[str]:
+@reads
+def get(tx: Unit, checkpoint_id: str) -> Checkpoint:
+    """Any stored checkpoint by full id (its manifest checked against its id)."""
+    return checkpoint(tx, checkpoints.require_checkpoint(tx.conn, checkpoint_id))
+
+
+@holds()
+def existing(tx: Unit, checkpoint_ids: list[str]) -> set[str]:
     """Which of these full checkpoint ids are stored."""
-    return checkpoints.existing_ids(store.conn, checkpoint_ids)
+    return checkpoints.existing_ids(tx.conn, checkpoint_ids)
 
 
-def pointer(store: Store, namespace: str) -> PointerRow | None:
+@holds()
+def pointer(tx: Unit, namespace: str) -> PointerRow | None:
     """The CURRENT pointer row of a namespace, or None."""
-    return pointers.pointer(store.conn, namespace)
+    return pointers.pointer(tx.conn, namespace)
 
 
-def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
+@reads
+def current(tx: Unit, namespace: str) -> Checkpoint | None:
     """The CURRENT checkpoint of a namespace, or None (inside a read transaction)."""
-    conn = store.conn
+    conn = tx.conn
     ptr = pointers.pointer(conn, namespace)
     if ptr is None:
         return None
@@ -61,23 +71,22 @@ def current(handle: Handle, store: Store, namespace: str) -> Checkpoint | None:
             checkpoint_id=ptr.current_id,
             reason="current_missing",
         )
-    return checkpoint(handle, store, row)
+    return checkpoint(tx, row)
 
 
-def verified_lineage(
-    handle: Handle, store: Store, namespace: str, limit: int | None
-) -> list[Checkpoint]:
+@reads
+def verified_lineage(tx: Unit, namespace: str, limit: int | None) -> list[Checkpoint]:
     """CURRENT and its stored ancestors, each manifest checked against its id, so every
     parent link followed is one an id vouches for. Damage anywhere along the way raises
     CorruptionError rather than ending the lineage early or leaving the namespace."""
-    conn = store.conn
+    conn = tx.conn
     ptr = pointers.pointer(conn, namespace)
     if ptr is None:
         return []
     pointers.check_pointer(ptr)
     out: list[Checkpoint] = []
     for row in checkpoints.lineage(conn, ptr.current_id, limit):
-        cp = checkpoint(handle, store, row)
+        cp = checkpoint(tx, row)
         checkpoints.check_namespace(namespace, cp.namespace, cp.id)
         out.append(cp)
     if not out:
@@ -100,10 +109,11 @@ def verified_lineage(
     return out
 
 
-def resolve(handle: Handle, store: Store, ref: str) -> str:
+@reads
+def resolve(tx: Unit, ref: str) -> str:
     """See :meth:`ckptdb.Database.resolve` and :mod:`ckptdb.references` (inside a read
     transaction)."""
-    conn = store.conn
+    conn = tx.conn
     parsed = parse_reference(ref)
     if parsed.id_prefix is not None:
         return _resolve_id(conn, ref, parsed.id_prefix)
@@ -118,14 +128,14 @@ def resolve(handle: Handle, store: Store, ref: str) -> str:
     if parsed.anchor == "current":
         if parsed.back == 0:
             return ptr.current_id
-        walk = [cp.id for cp in verified_lineage(handle, store, ns, parsed.back + 1)]
+        walk = [cp.id for cp in verified_lineage(tx, ns, parsed.back + 1)]
     else:
         if ptr.fallback_id is None:
             raise errors.NotFoundError(f"namespace {ns!r} has no fallback yet")
         if parsed.back == 0:
             return ptr.fallback_id
         walk = [
-            checkpoint(handle, store, row).id
+            checkpoint(tx, row).id
             for row in checkpoints.lineage(conn, ptr.fallback_id, parsed.back + 1)
         ]
     if len(walk) <= parsed.back:
@@ -152,9 +162,10 @@ def _resolve_id(conn: Connection, ref: str, lowered: str) -> str:
     return found[0]
 
 
-def namespaces(store: Store) -> list[models.NamespaceInfo]:
+@reads
+def namespaces(tx: Unit) -> list[models.NamespaceInfo]:
     """Every namespace that has a CURRENT pointer, by name (inside a read transaction)."""
-    counts = checkpoints.checkpoint_counts(store.conn)
+    counts = checkpoints.checkpoint_counts(tx.conn)
     return [
         models.NamespaceInfo(
             name=p.namespace,
@@ -165,11 +176,12 @@ def namespaces(store: Store) -> list[models.NamespaceInfo]:
             checkpoint_count=counts.get(p.namespace_id, 0),
             updated_at=models.from_ms(p.updated_at_ms),
         )
-        for p in pointers.all_pointers(store.conn)
+        for p in pointers.all_pointers(tx.conn)
     ]
 
 
-def history(store: Store, namespace: str, limit: int | None) -> list[models.PointerMove]:
+@holds()
+def history(tx: Unit, namespace: str, limit: int | None) -> list[models.PointerMove]:
     """Every move of a namespace's CURRENT pointer, newest first."""
     return [
         models.PointerMove(
@@ -182,7 +194,7 @@ def history(store: Store, namespace: str, limit: int | None) -> list[models.Poin
             reason=h.reason,
             at=models.from_ms(h.at_ms),
         )
-        for h in pointers.history(store.conn, namespace, limit)
+        for h in pointers.history(tx.conn, namespace, limit)
     ]
 
 

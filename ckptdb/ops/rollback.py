@@ -17,16 +17,15 @@ current checkpoint as corrupt decides; a validator's rejection is not damage.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from .. import errors
-from ..store import Store, checkpoints, pointers, receipts
+from ..store import checkpoints, pointers, receipts
 from ..store.rows import PointerRow
 from ..types import _Unset
 from . import commit as commit_op
 from .checkpoint import Checkpoint
-from .handle import Handle
+from .unit import Unit, holds
 
 #: How many of the newest fallback receipts are consulted when verification is off.
 RECEIPTS_CONSULTED = 100
@@ -41,20 +40,20 @@ class Damage:
     detail: str
 
 
-def _verify(handle: Handle, store: Store, checkpoint_id: str) -> errors.CkptdbError | None:
+def _verify(tx: Unit, checkpoint_id: str) -> errors.CkptdbError | None:
     """None when the checkpoint's manifest and bytes verify, else the error found."""
     try:
-        with store.conn.read_transaction():
-            row = checkpoints.require_checkpoint(store.conn, checkpoint_id)
-            cp = Checkpoint(handle, row, checkpoints.entries_of(store.conn, row.seq))
+        with tx.read_batch():
+            row = checkpoints.require_checkpoint(tx.conn, checkpoint_id)
+            cp = Checkpoint(tx.handle, row, checkpoints.entries_of(tx.conn, row.seq))
         cp.verify()
     except (errors.CorruptionError, errors.CheckpointNotFoundError) as exc:
         return exc
     return None
 
 
-def _damage_from_receipts(store: Store, namespace: str, checkpoint_id: str) -> Damage | None:
-    for receipt in receipts.list_receipts(store.conn, kind="fallback", limit=RECEIPTS_CONSULTED):
+def _damage_from_receipts(tx: Unit, namespace: str, checkpoint_id: str) -> Damage | None:
+    for receipt in receipts.list_receipts(tx.conn, kind="fallback", limit=RECEIPTS_CONSULTED):
         if receipt.namespace != namespace:
             continue
         for rejected in receipt.body.get("rejected", []):
@@ -71,23 +70,21 @@ def _damage_from_receipts(store: Store, namespace: str, checkpoint_id: str) -> D
     return None
 
 
-def _damage_of_current(
-    handle: Handle, store: Store, ptr: PointerRow, *, verify: bool
-) -> Damage | None:
+def _damage_of_current(tx: Unit, ptr: PointerRow, *, verify: bool) -> Damage | None:
     if verify:
-        exc = _verify(handle, store, ptr.current_id)
+        exc = _verify(tx, ptr.current_id)
         if exc is None:
             return None
         reason = exc.details.get("reason")
         return Damage(
             ptr.current_id, exc.code if reason is None else f"{exc.code}:{reason}", exc.message
         )
-    return _damage_from_receipts(store, ptr.namespace, ptr.current_id)
+    return _damage_from_receipts(tx, ptr.namespace, ptr.current_id)
 
 
+@holds(write=True)
 def set_current(
-    handle: Handle,
-    store: Store,
+    tx: Unit,
     namespace: str,
     checkpoint_id: str,
     *,
@@ -97,9 +94,9 @@ def set_current(
 ) -> tuple[PointerRow, Damage | None]:
     """See :meth:`ckptdb.Database.set_current`. Returns the new pointer and, when the
     checkpoint CURRENT named was damaged (so it did not become the fallback), why."""
-    conn = store.conn
+    conn = tx.conn
     if verify:
-        problem = _verify(handle, store, checkpoint_id)
+        problem = _verify(tx, checkpoint_id)
         if problem is not None:
             raise errors.CorruptionError(
                 f"checkpoint {checkpoint_id[:12]} does not verify, so CURRENT was not moved "
@@ -109,14 +106,14 @@ def set_current(
                 checkpoint_id=checkpoint_id,
                 reason="target_damaged",
             )
-    with conn.read_transaction():
+    with tx.read_batch():
         before = pointers.pointer(conn, namespace)
     damage: Damage | None = None
     fallback: tuple[int, str] | bool | None = True
     if before is not None and (before.current_id != checkpoint_id or not before.current_stored):
         pointers.check_pointer(before)
         damage = (
-            _damage_of_current(handle, store, before, verify=verify)
+            _damage_of_current(tx, before, verify=verify)
             if before.current_stored
             # The pointer's seq names no stored checkpoint of the namespace: what it names
             # cannot be the fallback, even when it is the target (the repair of the seq).
@@ -126,11 +123,11 @@ def set_current(
             fallback = None
             kept = before.fallback_id
             if kept is not None and kept not in (checkpoint_id, before.current_id):
-                intact = not verify or _verify(handle, store, kept) is None
+                intact = not verify or _verify(tx, kept) is None
                 row = checkpoints.checkpoint_by_id(conn, kept) if intact else None
                 if row is not None:
                     fallback = (row.seq, row.id)
-    with conn.write_transaction():
+    with tx.write_batch():
         if before is not None:
             now = pointers.pointer(conn, namespace)
             if now is None or now.revision != before.revision:
@@ -154,7 +151,7 @@ def set_current(
                     actual=None,
                 )
         ptr = commit_op.set_current(
-            store,
+            tx,
             namespace,
             checkpoint_id,
             expect_current=expect_current,
@@ -175,6 +172,6 @@ def set_current(
                 },
                 namespace=namespace,
                 checkpoint_id=checkpoint_id,
-                at_ms=time.time_ns() // 1_000_000,
+                at_ms=tx.now_ms,
             )
     return ptr, damage

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from .. import models
-from ..store import Store, blobs, checkpoints, pointers, quotas
+from ..store import blobs, checkpoints, pointers, quotas
+from .unit import Unit, reads
 
 
 def _size(path: str) -> int:
@@ -15,24 +16,24 @@ def _size(path: str) -> int:
         return 0
 
 
-def collect(store: Store, path: str) -> models.Stats:
+@reads
+def collect(tx: Unit, path: str) -> models.Stats:
     """Gather the statistics in one read transaction."""
-    conn = store.conn
-    chunk_size = store.chunk_size
-    with conn.read_transaction():
-        counts = (
-            pointers.count(conn),
-            checkpoints.count(conn),
-            blobs.count_blobs(conn),
-            blobs.count_chunks(conn),
-            checkpoints.logical_bytes(conn),
-            *blobs.stored_bytes(conn),
-        )
-        page_size = int(conn.pragma("page_size"))
-        page_count = int(conn.pragma("page_count"))
-        free_pages = int(conn.pragma("freelist_count"))
-        version = int(conn.pragma("user_version"))
-        usage = quotas.usage_by_namespace(conn)
+    conn = tx.conn
+    chunk_size = tx.chunk_size
+    counts = (
+        pointers.count(conn),
+        checkpoints.count(conn),
+        blobs.count_blobs(conn),
+        blobs.count_chunks(conn),
+        checkpoints.logical_bytes(conn),
+        *blobs.stored_bytes(conn),
+    )
+    page_size = int(conn.pragma("page_size"))
+    page_count = int(conn.pragma("page_count"))
+    free_pages = int(conn.pragma("freelist_count"))
+    version = int(conn.pragma("user_version"))
+    usage = quotas.usage_by_namespace(conn)
     n_namespaces, n_checkpoints, n_blobs, n_chunks, logical, inline, chunked = counts
     stored = inline + chunked
     return models.Stats(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -20,19 +19,15 @@ from .. import errors, models, validation
 from ..canonical import chunk_list_digest
 from ..connection import Connection
 from ..files import fsync_directory
-from ..store import Store, checkpoints, pointers
+from ..store import checkpoints, pointers
 from ..store.blobs import EncodedChunk, decoded, verified_inline
 from ..store.receipts import store_receipt
 from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
+from ..types import Progress
 from . import export_check
 from .handle import Handle
+from .unit import Unit, holding, holds
 from .verify import verify_database
-
-Progress = Callable[[int, int], None]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -74,7 +69,9 @@ class _Counts:
 class _Copier:
     """Copies checkpoints from ``src`` to ``dst``, two ckptdb stores."""
 
-    def __init__(self, src: Store, dst: Store) -> None:
+    def __init__(self, src: Unit, dst: Unit) -> None:
+        #: the time of the transfer (the destination's clock)
+        self.now_ms = dst.now_ms
         self.src = src.conn
         self.dst = dst.conn
         self.src_blobs = src.blobs
@@ -234,7 +231,7 @@ def _copy_rows(
 ) -> None:
     """Copy checkpoints oldest first: chunks in their own transactions, then all rows (and
     ``after``, e.g. pointer moves) in one transaction."""
-    now_ms = _now_ms()
+    now_ms = copier.now_ms
     ordered = sorted(rows, key=lambda r: (r.namespace, r.generation, r.id))
     prepared = []
     staged: dict[str, list[str]] = {}
@@ -285,8 +282,9 @@ def _refuse_dangling(src: Connection, wanted: set[str] | None) -> None:
             )
 
 
+@holds()
 def export_to(
-    src_store: Store,
+    src_tx: Unit,
     source_path: str,
     dest: str,
     *,
@@ -296,7 +294,7 @@ def export_to(
     create: Callable[[str, int], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.export`. ``create(path, page_size)`` makes the new file."""
-    src = src_store.conn
+    src = src_tx.conn
     dest = os.path.abspath(dest)
     if os.path.lexists(dest):
         raise errors.InvalidInputError(
@@ -338,9 +336,9 @@ def export_to(
         page_size = int(src.pragma("page_size"))
         out = create(tmp, page_size)
         try:
-            with out.use(write=True) as dst_store:
-                dst = dst_store.conn
-                copier = _Copier(src_store, dst_store)
+            with holding(out, write=True) as dst_tx:
+                dst = dst_tx.conn
+                copier = _Copier(src_tx, dst_tx)
 
                 def copy_pointers() -> None:
                     for ptr in selected:
@@ -364,9 +362,9 @@ def export_to(
                         receipt_body,
                         namespace=None,
                         checkpoint_id=None,
-                        at_ms=_now_ms(),
+                        at_ms=src_tx.clock(),
                     )
-                report = verify_database(dst_store, quick=False)
+                report = verify_database(dst_tx, quick=False)
             if not report.ok:
                 raise errors.CorruptionError(
                     f"the exported file did not verify ({len(report.problems)} problems); it "
@@ -416,8 +414,9 @@ def _copy_pointer(src: Connection, dst: Connection, ptr: PointerRow) -> None:
     )
 
 
+@holds(write=True)
 def import_from(
-    dst_store: Store,
+    dst_tx: Unit,
     dest_path: str,
     source: str,
     *,
@@ -427,12 +426,12 @@ def import_from(
     open_source: Callable[[str], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.import_file`. ``open_source`` opens the file read-only."""
-    dst = dst_store.conn
+    dst = dst_tx.conn
     src_handle = open_source(source)
     try:
-        with src_handle.use() as src_store:
-            src = src_store.conn
-            with src.read_transaction():
+        with holding(src_handle) as src_tx:
+            src = src_tx.conn
+            with src_tx.read_batch():
                 # A source's pointer naming a checkpoint it does not hold (or one of another
                 # namespace) is among what export_check.validate refuses.
                 heads = pointers.all_pointers(src, unstored=True)
@@ -447,13 +446,13 @@ def import_from(
                 rows = [r for r in checkpoints.all_rows(src) if r.namespace in wanted]
                 selected = [p for p in heads if p.namespace in wanted]
                 export_check.validate(src, os.path.abspath(source), selected, rows)
-                copier = _Copier(src_store, dst_store)
+                copier = _Copier(src_tx, dst_tx)
                 moved: list[str] = []
                 conflicts: list[dict[str, str | None]] = []
                 receipt_ids: list[int] = []
 
                 def move_pointers() -> None:
-                    now_ms = _now_ms()
+                    now_ms = dst_tx.clock()
                     for ptr in selected:
                         here = pointers.pointer(dst, ptr.namespace)
                         if here is not None and here.current_id == ptr.current_id:

@@ -5,18 +5,19 @@ from __future__ import annotations
 import hashlib
 import importlib
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
-from ..store import Store, blobs, checkpoints, migrations, pointers, receipts, schema
+from ..store import CORE_TABLES, blobs, checkpoints, migrations, pointers, receipts, schema
 from ..store.crypto import PLAINTEXT, Scope
 from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
 from ..store.scopes import Keyring
+from ..types import PhaseProgress
+from . import receipts as receipt_op
+from .unit import Unit, holds
 
-Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
 #: An integration's check of its own tables: (read session, quick) -> problems found.
 VerifyHook = Callable[[Any, bool], list[models.Problem]]
@@ -143,7 +144,7 @@ def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
 
 
 def _chunks(
-    conn: Connection, scopes: _Scopes, report: _Report, progress: Progress | None
+    conn: Connection, scopes: _Scopes, report: _Report, progress: PhaseProgress | None
 ) -> tuple[set[int], int]:
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
@@ -195,7 +196,7 @@ def _blobs(
     bad_chunks: set[int],
     quick: bool,
     report: _Report,
-    progress: Progress | None,
+    progress: PhaseProgress | None,
 ) -> tuple[set[int], int]:
     """Verify every blob (inline bytes, or its chunk list and whole digest)."""
     bad: set[int] = set()
@@ -268,7 +269,7 @@ def _blobs(
 
 
 def _checkpoints(
-    conn: Connection, bad_blobs: set[int], report: _Report, progress: Progress | None
+    conn: Connection, bad_blobs: set[int], report: _Report, progress: PhaseProgress | None
 ) -> int:
     """Recompute every manifest id; name the entries whose blobs are bad."""
     total = checkpoints.count(conn)
@@ -474,18 +475,20 @@ def _integrations(conn: Connection, quick: bool, report: _Report) -> None:
             continue
         hook = _hook(name)
         if hook is not None:
-            report.problems.extend(hook(conn, quick))
+            with conn.integration_session(CORE_TABLES) as session:
+                report.problems.extend(hook(session, quick))
 
 
+@holds()
 def verify_database(
-    store: Store, *, quick: bool, progress: Progress | None = None
+    tx: Unit, *, quick: bool, progress: PhaseProgress | None = None
 ) -> models.VerifyReport:
     """See :meth:`ckptdb.Database.verify`."""
-    conn = store.conn
+    conn = tx.conn
     report = _Report()
     no_ids: tuple[set[int], int] = (set(), 0)
-    with conn.read_transaction():
-        scopes = _Scopes(conn, store.keyring, report)
+    with tx.read_batch():
+        scopes = _Scopes(conn, tx.keyring, report)
         integrity = _sqlite_checks(conn, quick, report)
         no_problems: list[str] = []
         for problem in _phase(report, "schema", lambda: schema.mismatches(conn), no_problems):
@@ -505,10 +508,10 @@ def verify_database(
             report, "checkpoints", lambda: _checkpoints(conn, bad_blobs, report, progress), 0
         )
         pointers_checked = _phase(report, "pointers", lambda: _pointers(conn, report), 0)
-        _phase(report, "key scopes", lambda: _key_scopes(conn, store.keyring, report), None)
+        _phase(report, "key scopes", lambda: _key_scopes(conn, tx.keyring, report), None)
         _phase(report, "receipts", lambda: _receipts(conn, report), None)
         _phase(report, "integrations", lambda: _integrations(conn, quick, report), None)
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = tx.now_ms
     ok = not report.problems
     body = {
         "ok": ok,
@@ -524,7 +527,7 @@ def verify_database(
     receipt_id: int | None = None
     receipt_error: str | None = None
     try:
-        receipt_id = receipts.record(conn, "verify", body, at_ms=now_ms)
+        receipt_id = receipt_op.record(tx, "verify", body)
     except (errors.StorageError, errors.BusyTimeoutError, errors.CommitOutcomeUnknownError) as exc:
         receipt_error = f"{exc.code}: {exc}"
     return models.VerifyReport(

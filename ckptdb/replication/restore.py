@@ -37,6 +37,7 @@ import errno
 import fcntl
 import os
 import re
+import secrets
 import struct
 import time
 from collections.abc import Mapping
@@ -112,7 +113,7 @@ def restore(
             "endpoint or the credentials are wrong)"
         )
     temp = os.path.join(
-        folder, f".{os.path.basename(target)}.restore-{os.getpid()}-{time.time_ns()}"
+        folder, f".{os.path.basename(target)}.restore-{os.getpid()}-{secrets.token_hex(4)}"
     )
     txid: int | None = None
     skipped: list[SkippedPosition] = []

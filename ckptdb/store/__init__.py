@@ -2,7 +2,7 @@
 
 | module | tables |
 | --- | --- |
-| :mod:`.blobs` | ``blob``, ``blob_chunk``, ``chunk``, ``chunk_data`` |
+| :mod:`.blobs` | ``blob``, ``blob_chunk``, ``chunk``, ``chunk_data`` (with the modules it lists) |
 | :mod:`.checkpoints` | ``namespace``, ``checkpoint``, ``entry`` (and the one lineage walk) |
 | :mod:`.pointers` | ``pointer``, ``pointer_history`` |
 | :mod:`.receipts` | ``receipt`` |
@@ -11,10 +11,12 @@
 | :mod:`.quotas` | ``quota`` (and the usage reads a quota is checked against) |
 | :mod:`.migrations` | ``ckptdb_migration`` (and ``PRAGMA user_version``) |
 | :mod:`.scopes` | ``key_scope`` (and the keyring that unlocks scopes) |
+| :mod:`.gc_batch` | GC's temporary lists (and the deletes of the rows they list) |
 
-Writes to a table happen only in its module. A query may join a neighbouring table to read
-its key columns (a pointer names its checkpoint by ``seq``; reading the id joins
-``checkpoint``) -- the query lives with the table it is about.
+Writes to a table happen only in its module -- but for the set-based deletes of a GC
+batch, which :mod:`.gc_batch` runs over its lists (its docstring says why). A query may
+join a neighbouring table to read its key columns (a pointer names its checkpoint by
+``seq``; reading the id joins ``checkpoint``) -- the query lives with the table it is about.
 """
 
 from __future__ import annotations
@@ -26,6 +28,17 @@ from .blobs import BlobStore, EncodingCache
 from .chunking import Chunker, FixedChunker
 from .quotas import QuotaCache
 from .scopes import Keyring
+
+#: Every table of the core schema (the modules above own them): what an integration's
+#: session may not write (``Connection.integration_session``). A test holds it equal to the
+#: tables the core migrations create.
+CORE_TABLES = frozenset(
+    {
+        "blob", "blob_chunk", "chunk", "chunk_data", "namespace", "checkpoint", "entry",
+        "pointer", "pointer_history", "receipt", "pin", "setting", "retention", "quota",
+        "ckptdb_migration", "key_scope",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from .. import canonical, errors, validation
 from ..connection import Connection
-from . import pointers, scopes
+from . import scopes
 from .rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, check_types, typed
 
 _N = type(None)
@@ -153,7 +153,7 @@ def recomputed_id(
         row.namespace,
         row.parent_id,
         row.generation,
-        [e.record() for e in entries] if entries_json is None else entries_json,
+        entries if entries_json is None else entries_json,
         row.metadata_json,
     )
 
@@ -336,10 +336,10 @@ def insert(
 
     ``code_revision`` is recorded beside the manifest; when the checkpoint exists already
     its stored revision (that of its first writer) is kept."""
-    conn.execute(
+    new = conn.execute(
         "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
         " created_at_ms, metadata, entry_count, total_size, format, code_revision)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
         (
             checkpoint_id,
             namespace_id,
@@ -353,7 +353,7 @@ def insert(
             code_revision,
         ),
     )
-    if conn.changes() == 0:
+    if not new:
         # The same manifest was published before (then CURRENT moved away and back).
         existing = checkpoint_by_id(conn, checkpoint_id)
         if existing is None:
@@ -364,13 +364,14 @@ def insert(
                 reason="index_damaged",
             )
         return existing.seq, False
-    seq = conn.last_insert_rowid()
+    # last_insert_rowid() is the checkpoint's seq throughout: ``entry`` is a WITHOUT ROWID
+    # table, whose inserts do not change it (so the rows need no seq spliced in).
     conn.executemany(
         "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
-        " VALUES (?, ?, ?, ?, ?)",
-        [(seq, *e) for e in entries],
+        " VALUES (last_insert_rowid(), ?, ?, ?, ?)",
+        entries,
     )
-    return seq, True
+    return int(new[0][0]), True
 
 
 class NewCheckpoint(NamedTuple):
@@ -527,68 +528,6 @@ def iter_metadata(conn: Connection) -> Iterator[tuple[int, str, str, str]]:
 def all_rows(conn: Connection) -> list[CheckpointRow]:
     """Every checkpoint row (for import), type-checked."""
     return [_checkpoint(r) for r in conn.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c")]
-
-
-def ids_of(conn: Connection, seqs_table: str) -> list[str]:
-    """Ids of the checkpoints whose seqs a temporary table lists, by seq."""
-    # ``IN`` rather than a join: the planner has no statistics on a temporary table and
-    # chose to scan all of ``checkpoint`` once per GC batch (quadratic in the file).
-    return [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT id FROM checkpoint"
-            f" WHERE seq IN (SELECT seq FROM temp.{seqs_table}) ORDER BY seq"
-        )
-    ]
-
-
-def list_blobs_of(conn: Connection, seqs_table: str, blob_table: str) -> None:
-    """Add to a temporary table (one ``seq`` column) the distinct blob ids the entries of
-    the listed checkpoints use, without a round trip through Python."""
-    conn.execute(
-        f"INSERT OR IGNORE INTO temp.{blob_table} (seq) SELECT DISTINCT blob_id FROM entry"
-        f" WHERE checkpoint_seq IN (SELECT seq FROM temp.{seqs_table})"
-    )
-
-
-def delete_listed(conn: Connection, seqs_table: str) -> list[str]:
-    """Delete the listed checkpoints and their entries; returns the deleted ids.
-
-    Refuses with ProtectedError (nothing deleted) when a CURRENT or fallback is listed: every
-    deletion of checkpoints passes here, so this is where the schema's rule lives since v6
-    dropped the pointer's foreign keys (callers already leave protected checkpoints out;
-    this is the second line of defence)."""
-    named = pointers.named_among(conn, seqs_table)
-    if named:
-        namespace, seq = named[0]
-        raise errors.ProtectedError(
-            f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
-            f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was deleted; "
-            "this is a bug in the caller, please report it.",
-            namespace=namespace,
-            seq=seq,
-        )
-    listed = f"(SELECT seq FROM temp.{seqs_table})"
-    # Entries first, in one statement in key order: left to ON DELETE CASCADE, SQLite runs
-    # a sub-program per checkpoint row, which measured ~1.4x slower for a GC batch. The
-    # cascade stays as the schema's safety net (it then finds nothing to delete).
-    conn.execute(f"DELETE FROM entry WHERE checkpoint_seq IN {listed}")
-    rows = conn.execute(f"DELETE FROM checkpoint WHERE seq IN {listed} RETURNING id")
-    return [str(r[0]) for r in rows]
-
-
-def drop_still_used(conn: Connection, blob_table: str, *, except_table: str | None = None) -> None:
-    """Remove from a temporary list of blob ids those an entry still uses (ignoring the
-    entries of the checkpoints listed in ``except_table``, for a dry run)."""
-    others = (
-        ""
-        if except_table is None
-        else f" AND e.checkpoint_seq NOT IN (SELECT seq FROM temp.{except_table})"
-    )
-    conn.execute(
-        f"DELETE FROM temp.{blob_table} WHERE EXISTS (SELECT 1 FROM entry e"
-        f" WHERE e.blob_id = temp.{blob_table}.seq{others})"
-    )
 
 
 def delete_namespace_if_empty(conn: Connection, namespace_id: int) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pyfastcdc
@@ -288,6 +288,9 @@ class FixedChunker:
     settings name it: a larger one would store records no reader decodes."""
 
     size: int
+    #: blobs at most this long are stored whole, inline in their blob row (an attribute:
+    #: every commit reads it)
+    inline_limit: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if type(self.size) is not int or not (
@@ -298,15 +301,11 @@ class FixedChunker:
                 f"{limits.MIN_CHUNK_BYTES} to {limits.MAX_CHUNK_BYTES}, got {self.size!r}",
                 parameter="size",
             )
+        object.__setattr__(self, "inline_limit", self.size)
 
     @property
     def max_record(self) -> int:
         """The largest raw record (a whole blob or a chunk) this chunker makes."""
-        return self.size
-
-    @property
-    def inline_limit(self) -> int:
-        """Blobs at most this long are stored whole, inline in their blob row."""
         return self.size
 
     @property
@@ -368,8 +367,11 @@ class ContentChunker:
     """
 
     params: ChunkParams
+    #: blobs shorter than the threshold are stored whole, inline in their blob row
+    inline_limit: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "inline_limit", max(self.params.single_chunk_threshold - 1, 0))
         # Parameters valid for the small tier can derive an impossible large tier (e.g.
         # max_size above 512 KiB): the file would take small blobs and refuse every large
         # one at commit time. Refused here instead, where a file's settings are read.
@@ -386,11 +388,6 @@ class ContentChunker:
         """The largest raw record (a whole blob or a chunk) this chunker makes: a chunk
         of the large tier (an inline blob is below the threshold, at most ``max_size``)."""
         return max(self.params.max_size * LARGE_TIER_FACTOR, self.inline_limit)
-
-    @property
-    def inline_limit(self) -> int:
-        """Blobs shorter than the threshold are stored whole, inline in their blob row."""
-        return max(self.params.single_chunk_threshold - 1, 0)
 
     @property
     def whole_limit(self) -> int:

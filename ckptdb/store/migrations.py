@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 
@@ -178,59 +176,41 @@ def check_history(conn: Connection, mset: MigrationSet) -> list[Migration]:
     return list(mset.migrations[current:])
 
 
-def apply_pending(
-    conn: Connection,
-    mset: MigrationSet,
-    *,
-    target: int | None = None,
-    on_applied: Callable[[Migration], None] | None = None,
-) -> list[Migration]:
-    """Apply pending migrations of ``mset`` up to ``target`` (default: all), in order, each
-    in its own ``BEGIN IMMEDIATE`` transaction. A failure rolls back that migration only:
-    the database stays at the last completed version."""
-    done: list[Migration] = []
+def check_target(mset: MigrationSet, target: int | None) -> int:
+    """The version ``target`` names (default: the latest), or InvalidInputError."""
     goal = mset.latest if target is None else target
     if goal > mset.latest or goal < 0:
         raise errors.InvalidInputError(
             f"cannot migrate {mset.name} to version {goal}: this ckptdb ships 1..{mset.latest}"
         )
-    for migration in check_history(conn, mset):
-        if migration.version > goal:
-            break
-        with conn.write_transaction():
-            # Another process may have applied it while we waited for the write lock.
-            pending = check_history(conn, mset)
-            if not pending or pending[0].version != migration.version:
-                continue
-            _apply_one(conn, mset, migration, rolled_back_to=migration.version - 1)
-        done.append(migration)
-        if on_applied is not None:
-            on_applied(migration)
-    return done
+    return goal
 
 
-def create_schema(
-    conn: Connection, mset: MigrationSet, record_settings: Callable[[], None]
-) -> bool:
-    """Bring a new, empty file to the latest version of ``mset`` and run ``record_settings``,
-    all in one ``BEGIN IMMEDIATE`` transaction.
-
-    One transaction because a file whose tables exist but whose layout settings do not is
-    unreadable: a second process opening the file between two commits -- or a crash there --
-    would find it so. Returns False, with nothing written, when another process created the
-    schema while this one waited for the write lock (its settings are the file's)."""
-    with conn.write_transaction():
-        pending = check_history(conn, mset)
-        if not pending or pending[0].version != 1:
-            return False
-        for migration in pending:
-            _apply_one(conn, mset, migration, rolled_back_to=0)
-        record_settings()
+def apply_next(conn: Connection, mset: MigrationSet, migration: Migration, now_ms: int) -> bool:
+    """Apply ``migration`` inside the caller's write transaction, unless another process
+    applied it while the caller waited for the write lock. True when it was applied here."""
+    pending = check_history(conn, mset)
+    if not pending or pending[0].version != migration.version:
+        return False
+    apply_one(conn, mset, migration, rolled_back_to=migration.version - 1, now_ms=now_ms)
     return True
 
 
-def _apply_one(
-    conn: Connection, mset: MigrationSet, migration: Migration, *, rolled_back_to: int
+def create_schema(conn: Connection, mset: MigrationSet, now_ms: int) -> bool:
+    """Bring a new, empty file to the latest version of ``mset`` inside the caller's write
+    transaction (which records the file's settings too, so no process ever sees tables
+    without them). False, with nothing written, when another process created the schema
+    while the caller waited for the write lock (its settings are the file's)."""
+    pending = check_history(conn, mset)
+    if not pending or pending[0].version != 1:
+        return False
+    for migration in pending:
+        apply_one(conn, mset, migration, rolled_back_to=0, now_ms=now_ms)
+    return True
+
+
+def apply_one(
+    conn: Connection, mset: MigrationSet, migration: Migration, *, rolled_back_to: int, now_ms: int
 ) -> None:
     """Run one migration and record it, inside the caller's write transaction (whose
     rollback leaves the set at version ``rolled_back_to``)."""
@@ -249,7 +229,7 @@ def _apply_one(
             migration.version,
             migration.name,
             migration.checksum,
-            int(time.time() * 1000),
+            now_ms,
             _version,
         ),
     )

@@ -159,9 +159,13 @@ def move(
     reason: str,
     now_ms: int,
     fallback: tuple[int, str] | bool | None = True,
-) -> int:
+    current: CurrentSummary | None = None,
+    scope_id: int | None = None,
+) -> PointerRow:
     """Point CURRENT at ``new_id`` and append the move to the pointer history (inside the
-    caller's write transaction). Returns the new pointer revision.
+    caller's write transaction). Returns the pointer as it is now; its ``summary`` is
+    ``current`` (the new CURRENT's, when the caller knows it) and its ``scope_id`` the
+    namespace's key scope as the caller gives it.
 
     ``fallback``: True (the default) makes the old CURRENT the fallback; a (seq, id) pair or
     None names the fallback explicitly (used when moving away from a checkpoint known to be
@@ -185,21 +189,44 @@ def move(
         fallback_seq, fallback_id = fallback
     previous_digest = previous.digest if previous is not None else None
     digest = canonical.pointer_digest(namespace, revision, new_id, fallback_id, previous_digest)
-    conn.execute(
-        "INSERT INTO pointer (namespace_id, current_seq, fallback_seq, revision, digest,"
-        " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (namespace_id) DO UPDATE SET current_seq = excluded.current_seq,"
-        " fallback_seq = excluded.fallback_seq, revision = excluded.revision,"
-        " digest = excluded.digest, previous_digest = excluded.previous_digest,"
-        " updated_at_ms = excluded.updated_at_ms, confirmed_at_ms = NULL",
-        (namespace_id, new_seq, fallback_seq, revision, digest, previous_digest, now_ms),
-    )
+    if previous is None:
+        conn.execute(
+            "INSERT INTO pointer (namespace_id, current_seq, fallback_seq, revision, digest,"
+            " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (namespace_id, new_seq, fallback_seq, revision, digest, previous_digest, now_ms),
+        )
+    else:
+        # A compare-and-swap on the pointer the caller read (or cached): a move decided
+        # against any other state would fork the chain, so it writes nothing instead.
+        moved = conn.execute(
+            "UPDATE pointer SET current_seq = ?, fallback_seq = ?, revision = ?, digest = ?,"
+            " previous_digest = ?, updated_at_ms = ?, confirmed_at_ms = NULL"
+            " WHERE namespace_id = ? AND revision = ? AND digest = ? RETURNING 1",
+            (
+                new_seq, fallback_seq, revision, digest, previous_digest, now_ms,
+                namespace_id, previous.revision, previous.digest,
+            ),
+        )  # fmt: skip
+        if not moved:
+            raise errors.ConflictError(
+                f"namespace {namespace!r}: CURRENT moved while this change was being "
+                f"written (revision {previous.revision} is no longer the pointer's); nothing "
+                "was written. Try again.",
+                expected=previous.current_id,
+                actual=None,
+                namespace=namespace,
+                reason="pointer_moved",
+            )
     conn.execute(
         "INSERT INTO pointer_history (namespace_id, revision, current_id, fallback_id,"
         " previous_digest, digest, reason, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (namespace_id, revision, new_id, fallback_id, previous_digest, digest, reason, now_ms),
     )
-    return revision
+    return PointerRow(
+        namespace_id, namespace, new_seq, new_id, fallback_id, revision, digest,
+        previous_digest, now_ms, current, scope_id, True,
+        None if current is None else current.generation,
+    )  # fmt: skip
 
 
 def confirm(conn: Connection, ptr: PointerRow, now_ms: int) -> None:
@@ -266,20 +293,6 @@ def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int
         check_types(row, (int, (int, type(None))), "pointer row")
         protected.update(v for v in row if v is not None)
     return protected
-
-
-def named_among(conn: Connection, seqs_table: str) -> list[tuple[str, int]]:
-    """(namespace, seq) of every CURRENT or fallback that a temporary table of checkpoint
-    seqs lists: the checkpoints that must not be deleted. One pass over the pointers, each
-    probing the temporary table's key (GC's batches read every pointer anyway to know what
-    is protected), and no index on the pointer's seq columns (schema v6 dropped them)."""
-    listed = f"(SELECT seq FROM temp.{seqs_table})"
-    rows = conn.execute(
-        "SELECT (SELECT name FROM namespace n WHERE n.namespace_id = p.namespace_id),"
-        f" CASE WHEN p.current_seq IN {listed} THEN p.current_seq ELSE p.fallback_seq END"
-        f" FROM pointer p WHERE p.current_seq IN {listed} OR p.fallback_seq IN {listed}"
-    )
-    return [(str(name), int(seq)) for name, seq in rows]
 
 
 def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:

@@ -88,11 +88,12 @@ def _row(values: tuple[Any, ...]) -> QuotaRow:
 class QuotaCache:
     """The quota rows as one connection last read them, and how to match a namespace.
 
-    Valid while ``PRAGMA data_version`` (which moves when another connection commits)
-    still reads ``version`` and this connection has not written the table since
-    (:func:`upsert` and :func:`delete` drop it). Used under the handle lock only."""
+    Valid until invalidated: when this connection writes the table (:func:`upsert`,
+    :func:`delete`) or another connection committed (the handle's check with ``PRAGMA
+    data_version`` at the start of each write transaction). Used under the handle lock."""
 
-    version: int | None = None
+    #: True once the rows are read
+    loaded: bool = False
     rows: tuple[QuotaRow, ...] = ()
     by_prefix: dict[str, list[QuotaRow]] = field(default_factory=dict)
     #: the distinct prefix lengths, longest first: matching a name looks up its prefix of
@@ -101,17 +102,17 @@ class QuotaCache:
 
     def invalidate(self) -> None:
         """Forget the rows: the next :func:`matching` reads the table again."""
-        self.version = None
+        self.loaded = False
 
-    def fill(self, version: int, rows: list[QuotaRow]) -> None:
-        """Remember ``rows`` as read at data version ``version``."""
+    def fill(self, rows: list[QuotaRow]) -> None:
+        """Remember ``rows``."""
         by_prefix: dict[str, list[QuotaRow]] = {}
         for row in rows:
             by_prefix.setdefault(row.prefix, []).append(row)
         self.rows = tuple(rows)
         self.by_prefix = by_prefix
         self.lengths = tuple(sorted({len(p) for p in by_prefix}, reverse=True))
-        self.version = version
+        self.loaded = True
 
 
 # -- the quota rows ----------------------------------------------------------------------
@@ -161,16 +162,14 @@ def delete(conn: Connection, cache: QuotaCache, prefix: str, applies_to: str) ->
 
 def matching(conn: Connection, cache: QuotaCache, namespace: str) -> list[QuotaRow]:
     """The quotas ``namespace`` is under, longest prefix first ('each' before 'total'),
-    as committed when the caller's transaction began (call it inside that transaction).
+    as committed when the caller's write transaction began (call it inside one).
 
-    With the cache valid this costs one ``PRAGMA data_version`` and a dict lookup per
-    distinct prefix length; the table is read again only after it may have changed."""
-    # A plain statement: apsw's pragma() helper builds its text each time (2.5x slower).
-    version = conn.scalar("PRAGMA data_version")
-    if cache.version != version:
-        # data_version first, rows second: a change committed in between makes the next
-        # look read them again (never the reverse, which could keep a stale copy).
-        cache.fill(version, all_quotas(conn))
+    The rows are read once and kept until the cache is invalidated: by this connection's
+    own writes to the table (:func:`upsert`, :func:`delete`) and by the handle when another
+    connection committed (its check right after ``BEGIN IMMEDIATE``, ``ops/handle``). A
+    match then costs a dict lookup per distinct prefix length."""
+    if not cache.loaded:
+        cache.fill(all_quotas(conn))
     if not cache.rows:
         return []
     found: list[QuotaRow] = []

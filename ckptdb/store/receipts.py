@@ -86,25 +86,6 @@ def _receipt(row: tuple[Any, ...]) -> models.Receipt:
     )
 
 
-def record(
-    conn: Connection,
-    kind: str,
-    body: dict[str, Any],
-    *,
-    namespace: str | None = None,
-    checkpoint_id: str | None = None,
-    at_ms: int,
-) -> int | None:
-    """Store a receipt in its own write transaction; None on a read-only connection (an
-    act done on a read-only handle -- a verify, a fallback -- is reported, not recorded)."""
-    if conn.readonly:
-        return None
-    with conn.write_transaction():
-        return store_receipt(
-            conn, kind, body, namespace=namespace, checkpoint_id=checkpoint_id, at_ms=at_ms
-        )
-
-
 def gc_bodies(conn: Connection) -> Iterator[Any]:
     """The raw bodies of every gc receipt (verify reads their history floors)."""
     for (body,) in conn.iterate("SELECT body FROM receipt WHERE kind = 'gc'"):

@@ -79,12 +79,6 @@ class EntryRow:
     #: the key scope of the blob (None: plaintext)
     scope_id: int | None = None
 
-    def record(self) -> canonical.EntryRecord:
-        """The entry as it takes part in the checkpoint identity."""
-        return canonical.EntryRecord(
-            self.name, self.digest, self.size, self.media_type, self.schema_pin
-        )
-
 
 @dataclass(frozen=True)
 class CurrentSummary:

@@ -219,8 +219,23 @@ class Keyring:
         """How ``namespace``'s bytes are addressed and sealed: PLAINTEXT outside every
         scope; KeyUnavailableError, KeyMismatchError or KeyShreddedError when its scope
         cannot be used."""
+        known = self.known_scope(namespace)
+        if known is not None:
+            return known
         row = self.row_for_namespace(conn, namespace)
         return PLAINTEXT if row is None else self._unlock(row)
+
+    def known_scope(self, namespace: str) -> Scope | None:
+        """:meth:`scope_for_namespace` from the rows already read, without a connection;
+        None when they are not read (a commit prepared outside the handle lock then
+        prepares under it)."""
+        rows = self._rows
+        if rows is None:
+            return None
+        for row in rows:
+            if row.covers(namespace):
+                return self._unlock(row)
+        return PLAINTEXT
 
     def scope(self, conn: Connection, scope_id: object) -> Scope:
         """The scope a stored record names (``None``: plaintext)."""
