@@ -77,6 +77,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
+from ckptdb.extension import Addressed
 from ckptdb.integrations.langgraph import CkptdbSaver
 from ckptdb.store import chunking, codec
 
@@ -480,7 +481,11 @@ class _Recorder:
 
         def encode(*args: Any, **kwargs: Any) -> Any:
             result = inner(*args, **kwargs)
-            self.blobs.extend(v for v in result[0].values() if isinstance(v, bytes))
+            self.blobs.extend(
+                v.data if isinstance(v, Addressed) else v
+                for v in result[0].values()
+                if isinstance(v, bytes | Addressed)
+            )
             return result
 
         saver._encode = encode  # type: ignore[method-assign]

@@ -1,42 +1,60 @@
-"""A per-saver cache of immutable, already-verified checkpoint content.
+"""The saver's one cache: what it learnt once and may use again, in one LRU with one bound
+and one lock (a saver is shared between threads).
 
-A ckptdb checkpoint id is the digest of its manifest, and a blob's name is the digest of
-its bytes: what an id names can never change, so content read (and verified) once, or
-written by this saver, may be handed out again without reading or hashing it again. What
-*can* change is whether it still exists (GC, prune, another process): callers ask the
-database which cached ids are still stored (``Database.existing``) in the same read
-transaction as the ``lg_checkpoint`` rows, so a collected checkpoint still reads as gone.
+It holds two kinds of things:
 
-Values are kept serialized (the serializer's ``[type, bytes]`` pairs) and deserialized on
-every hand-out, so callers never share mutable objects. Three bounded LRU maps behind one
-lock (a saver is shared between threads): envelopes by ckptdb checkpoint id, channel blobs
-by digest (an unchanged channel is one cache entry however many checkpoints use it), and
--- by checkpoint id -- the whole LangGraph checkpoint spliced into one msgpack document
-(see :func:`._layout.splice`), so a hot ``get_tuple`` deserializes it in one call. A fourth
-map remembers pending writes whose seal (:mod:`.sealing`) held, by digest, with the sealed
-columns: a row equal to a remembered one matches its digest without hashing it again
-(``get_delta_channel_history`` re-reads every ancestor's writes on every call).
+* **Immutable, verified content**, named by digests: the envelope of a ckptdb checkpoint
+  (:class:`Loaded`, by checkpoint id), channel blobs (by digest, so an unchanged channel is
+  one entry however many checkpoints use it), the whole LangGraph checkpoint spliced into
+  one msgpack document (by checkpoint id, see :func:`._layout.splice`: a hot ``get_tuple``
+  deserializes it in one call), and pending writes whose seal held (by digest: a row equal
+  to a remembered one matches without hashing it again). What an id names never changes,
+  so content read and verified once -- or written by this saver -- is handed out again
+  without reading or hashing; whether it still *exists* can change (GC, prune, another
+  process), so readers ask the database about existence in their own read transaction.
+  Values stay serialized and are deserialized on every hand-out: callers never share
+  mutable objects.
+* **Hints** about the file: per ``(thread_id, checkpoint_ns)`` a :class:`ThreadState` (its
+  registered namespace, this saver's last put there and the blobs that put stored), the
+  record sealer of a namespace, and the key ids whose scope exists. Each is re-validated
+  where it matters: a stale parent fails the commit, which looks it up again; a collected
+  blob fails it with BlobMissingError, and the put sends the bytes.
+
+Every entry costs its bytes plus :data:`ENTRY_COST`; the least recently used go first once
+the total passes ``max_bytes``, and an entry over a quarter of it is not kept (it would
+flush everything else).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from ... import BlobRef
+from ...extension import RecordSealer
 from ._layout import Typed
 
-#: Envelopes kept (each a few hundred bytes plus its inline values).
-MAX_ENVELOPES = 4096
-#: Bytes of channel blobs kept.
-MAX_BLOB_BYTES = 64 * 1024 * 1024
-#: Bytes of spliced checkpoints kept (each one the size of its whole state).
-MAX_SPLICED_BYTES = 32 * 1024 * 1024
-#: Bytes of pending-write values whose seal is known to hold.
-MAX_WRITE_BYTES = 16 * 1024 * 1024
+#: The cache's bound, in bytes (see :data:`ENTRY_COST`).
+MAX_BYTES = 128 * 1024 * 1024
+#: What an entry costs besides the bytes it holds (key, record, dict slot): bounds the
+#: number of small entries too.
+ENTRY_COST = 256
 
 
-@dataclass(frozen=True)
+class Unknown:
+    """Not in the cache (a namespace's sealer may be None: not encrypted)."""
+
+
+#: What :meth:`SaverCache.sealer` returns for a namespace it does not know.
+UNKNOWN = Unknown()
+
+
+# Hot records are plain slotted classes, not frozen dataclasses: a frozen one pays a
+# setattr call per field on every put. Neither is changed after it is made.
+@dataclass(slots=True)
 class Loaded:
     """What one ckptdb checkpoint holds for LangGraph, verified, still serialized."""
 
@@ -44,146 +62,201 @@ class Loaded:
     checkpoint: Typed  # the checkpoint without channel values
     values: dict[str, Typed]  # inline channel values
     blobs: dict[str, tuple[str, str]]  # channel -> (type, blob digest)
+    size: int  # bytes the record holds (its share of the cache's bound)
 
 
-class VerifiedCache:
-    """Bounded LRU caches of :class:`Loaded` envelopes and blob bytes (thread-safe)."""
+@dataclass(slots=True)
+class ThreadState:
+    """What this saver knows of one ``(thread_id, checkpoint_ns)`` pair."""
 
-    def __init__(
-        self,
-        max_envelopes: int = MAX_ENVELOPES,
-        max_blob_bytes: int = MAX_BLOB_BYTES,
-        max_spliced_bytes: int = MAX_SPLICED_BYTES,
-    ) -> None:
+    namespace: str  # its ckptdb namespace, as registered in lg_namespace
+    confirmed: bool  # this saver's own commit registered (or re-checked) that row
+    last_put: tuple[str, str] | None  # (LangGraph id, ckptdb id) of this saver's last put
+    channels: dict[str, BlobRef]  # the blob of each channel that put stored
+
+
+#: A cache key: the kind of entry, then what names it.
+Key = tuple[str, ...]
+
+
+class SaverCache:
+    """The one bounded LRU of a saver (see the module docstring); thread-safe."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._envelopes: OrderedDict[str, Loaded] = OrderedDict()
-        self._blobs: OrderedDict[str, bytes] = OrderedDict()
-        self._blob_bytes = 0
-        self._spliced: OrderedDict[str, bytes] = OrderedDict()
-        self._spliced_bytes = 0
-        self._writes: OrderedDict[str, tuple[object, ...]] = OrderedDict()
-        self._write_bytes = 0
-        self.max_write_bytes = MAX_WRITE_BYTES
-        self.max_envelopes = max_envelopes
-        self.max_blob_bytes = max_blob_bytes
-        self.max_spliced_bytes = max_spliced_bytes
-        self.hits = 0
-        self.misses = 0
+        self._items: OrderedDict[Key, tuple[int, Any]] = OrderedDict()  # key -> (cost, value)
+        self._bytes = 0
 
-    def get(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
+    # -- hints --------------------------------------------------------------------------------
+
+    def thread(self, thread_id: str, ns: str) -> ThreadState | None:
+        """What is known of the pair, or None."""
+        key = ("thread", thread_id, ns)
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            state: ThreadState = item[1]
+            return state
+
+    def put_thread(self, thread_id: str, ns: str, state: ThreadState) -> None:
+        """Remember ``state`` for the pair."""
+        with self._lock:
+            self._add(("thread", thread_id, ns), ENTRY_COST * (1 + len(state.channels)), state)
+            self._shrink()
+
+    def remember_put(
+        self,
+        thread_id: str,
+        ns: str,
+        state: ThreadState,
+        checkpoint_id: str,
+        loaded: Loaded,
+        blobs: Mapping[str, bytes],
+    ) -> None:
+        """After a put: the pair's new state, and the content it committed as checkpoint
+        ``checkpoint_id`` (``blobs``: digest -> bytes of its blob channels) -- known and
+        verified by construction, since the id is the digest of exactly these entries."""
+        with self._lock:
+            self._add(("thread", thread_id, ns), ENTRY_COST * (1 + len(state.channels)), state)
+            self._add(("envelope", checkpoint_id), ENTRY_COST + loaded.size, loaded)
+            if blobs:
+                self._add_blobs(blobs)
+            self._shrink()
+
+    def forget_thread(self, thread_id: str, ns: str) -> None:
+        """Drop what is known of the pair (deleted, moved, or a hint proved stale)."""
+        with self._lock:
+            self._drop(("thread", thread_id, ns))
+
+    def sealer(self, namespace: str) -> RecordSealer | Unknown | None:
+        """The namespace's record sealer (None: not encrypted), or :data:`UNKNOWN`."""
+        with self._lock:
+            item = self._items.get(("sealer", namespace))
+        if item is None:
+            return UNKNOWN
+        sealer: RecordSealer | None = item[1]
+        return sealer
+
+    def put_sealer(self, namespace: str, sealer: RecordSealer | None) -> None:
+        """Remember the namespace's record sealer (None: not encrypted)."""
+        with self._lock:
+            self._add(("sealer", namespace), ENTRY_COST, sealer)
+            self._shrink()
+
+    def scope_ready(self, key_id: str) -> bool:
+        """Whether this saver made sure the key scope of ``key_id`` exists."""
+        with self._lock:
+            return ("scope", key_id) in self._items
+
+    def put_scope_ready(self, key_id: str) -> None:
+        """Remember that the key scope of ``key_id`` exists."""
+        with self._lock:
+            self._add(("scope", key_id), ENTRY_COST, True)
+            self._shrink()
+
+    # -- verified content -----------------------------------------------------------------------
+
+    def content(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
         """The envelope and every blob it needs, or None unless all are cached."""
         with self._lock:
-            loaded = self._envelopes.get(checkpoint_id)
-            if loaded is None:
-                self.misses += 1
+            item = self._items.get(("envelope", checkpoint_id))
+            if item is None:
                 return None
+            loaded: Loaded = item[1]
             blobs: dict[str, bytes] = {}
             for _type, digest in loaded.blobs.values():
-                data = self._blobs.get(digest)
-                if data is None:
-                    self.misses += 1
+                found = self._items.get(("blob", digest))
+                if found is None:
                     return None
-                self._blobs.move_to_end(digest)
-                blobs[digest] = data
-            self._envelopes.move_to_end(checkpoint_id)
-            self.hits += 1
+                self._items.move_to_end(("blob", digest))
+                blobs[digest] = found[1]
+            self._items.move_to_end(("envelope", checkpoint_id))
             return loaded, blobs
+
+    def put_content(self, checkpoint_id: str, loaded: Loaded, blobs: Mapping[str, bytes]) -> None:
+        """Remember a verified checkpoint (``blobs``: digest -> bytes of its blob channels)."""
+        with self._lock:
+            self._add(("envelope", checkpoint_id), ENTRY_COST + loaded.size, loaded)
+            self._add_blobs(blobs)
+            self._shrink()
+
+    def blob(self, digest: str) -> bytes | None:
+        """The cached (verified) bytes of a blob, or None."""
+        with self._lock:
+            item = self._items.get(("blob", digest))
+        if item is None:
+            return None
+        data: bytes = item[1]
+        return data
 
     def spliced(self, checkpoint_id: str) -> tuple[Loaded, bytes] | None:
         """The envelope and the spliced checkpoint, or None unless both are cached."""
         with self._lock:
-            data = self._spliced.get(checkpoint_id)
-            loaded = self._envelopes.get(checkpoint_id)
-            if data is None or loaded is None:
+            data = self._items.get(("spliced", checkpoint_id))
+            envelope = self._items.get(("envelope", checkpoint_id))
+            if data is None or envelope is None:
                 return None
-            self._spliced.move_to_end(checkpoint_id)
-            self._envelopes.move_to_end(checkpoint_id)
-            self.hits += 1
-            return loaded, data
+            self._items.move_to_end(("spliced", checkpoint_id))
+            self._items.move_to_end(("envelope", checkpoint_id))
+            return envelope[1], data[1]
 
     def put_spliced(self, checkpoint_id: str, data: bytes) -> None:
-        """Remember the spliced form of a checkpoint whose envelope is cached."""
-        if len(data) > self.max_spliced_bytes // 4:
-            return
+        """Remember the spliced form of a checkpoint."""
         with self._lock:
-            old = self._spliced.pop(checkpoint_id, None)
-            if old is not None:
-                self._spliced_bytes -= len(old)
-            self._spliced[checkpoint_id] = data
-            self._spliced_bytes += len(data)
-            while self._spliced_bytes > self.max_spliced_bytes and self._spliced:
-                _, gone = self._spliced.popitem(last=False)
-                self._spliced_bytes -= len(gone)
+            self._add(("spliced", checkpoint_id), ENTRY_COST + len(data), data)
+            self._shrink()
 
     def sealed(self, digest: str, row: tuple[object, ...]) -> bool:
         """Whether ``row`` (a pending write's sealed columns) equals one whose ``digest``
         was computed or checked before -- then it matches the digest without hashing."""
         with self._lock:
-            known = self._writes.get(digest)
-            if known is None or known != row:
+            item = self._items.get(("write", digest))
+            if item is None or item[1] != row:
                 return False
-            self._writes.move_to_end(digest)
+            self._items.move_to_end(("write", digest))
             return True
 
     def put_sealed(self, digest: str, row: tuple[object, ...]) -> None:
         """Remember that ``digest`` seals ``row`` (checked, or computed when written)."""
         size = sum(len(v) if isinstance(v, bytes | str) else 8 for v in row)
-        if size > self.max_write_bytes // 4:
-            return
         with self._lock:
-            if digest in self._writes:
-                self._writes.move_to_end(digest)
-                return
-            self._writes[digest] = row
-            self._write_bytes += size
-            while self._write_bytes > self.max_write_bytes and self._writes:
-                _, old = self._writes.popitem(last=False)
-                self._write_bytes -= sum(len(v) if isinstance(v, bytes | str) else 8 for v in old)
-
-    def blob(self, digest: str) -> bytes | None:
-        """The cached (verified) bytes of a blob, or None."""
-        with self._lock:
-            return self._blobs.get(digest)
-
-    def put(self, checkpoint_id: str, loaded: Loaded, blobs: dict[str, bytes]) -> None:
-        """Remember a verified checkpoint (``blobs``: digest -> bytes of its blob channels)."""
-        with self._lock:
-            self._envelopes[checkpoint_id] = loaded
-            self._envelopes.move_to_end(checkpoint_id)
-            while len(self._envelopes) > self.max_envelopes:
-                gone, _ = self._envelopes.popitem(last=False)
-                self._drop_spliced(gone)
-            for digest, data in blobs.items():
-                if len(data) > self.max_blob_bytes // 4:
-                    continue  # a huge value would flush everything else
-                if digest in self._blobs:
-                    self._blobs.move_to_end(digest)
-                    continue
-                self._blobs[digest] = data
-                self._blob_bytes += len(data)
-            while self._blob_bytes > self.max_blob_bytes and self._blobs:
-                _, old = self._blobs.popitem(last=False)
-                self._blob_bytes -= len(old)
-
-    def forget(self, checkpoint_ids: set[str]) -> None:
-        """Drop envelopes (of checkpoints known to be gone)."""
-        with self._lock:
-            for cid in checkpoint_ids:
-                self._envelopes.pop(cid, None)
-                self._drop_spliced(cid)
-
-    def _drop_spliced(self, checkpoint_id: str) -> None:
-        data = self._spliced.pop(checkpoint_id, None)
-        if data is not None:
-            self._spliced_bytes -= len(data)
+            self._add(("write", digest), ENTRY_COST + size, row)
+            self._shrink()
 
     def clear(self) -> None:
         """Drop everything."""
         with self._lock:
-            self._envelopes.clear()
-            self._blobs.clear()
-            self._blob_bytes = 0
-            self._spliced.clear()
-            self._spliced_bytes = 0
-            self._writes.clear()
-            self._write_bytes = 0
+            self._items.clear()
+            self._bytes = 0
+
+    # -- the bound (callers hold the lock) ------------------------------------------------------
+
+    def _add(self, key: Key, cost: int, value: object) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old[0]
+        if cost > self.max_bytes // 4:
+            return  # a huge value would flush everything else
+        self._items[key] = (cost, value)
+        self._bytes += cost
+
+    def _add_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        for digest, data in blobs.items():
+            key = ("blob", digest)
+            if key in self._items:
+                self._items.move_to_end(key)  # the same bytes: a digest names them
+            else:
+                self._add(key, ENTRY_COST + len(data), data)
+
+    def _drop(self, key: Key) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old[0]
+
+    def _shrink(self) -> None:
+        while self._bytes > self.max_bytes:
+            _, (cost, _) = self._items.popitem(last=False)
+            self._bytes -= cost

@@ -52,7 +52,6 @@ from typing import Any
 import ormsgpack
 
 from ...errors import CorruptionError, InvalidInputError
-from ...types import BlobRef
 
 NAMESPACE_PREFIX = "langgraph/"
 HASHED_NAMESPACE_PREFIX = "langgraph#"
@@ -133,47 +132,31 @@ class Envelope:
     values: dict[str, Typed]
     blobs: dict[str, tuple[str, str]]
 
-    def encode(self) -> bytes:
-        """The envelope's bytes (msgpack)."""
-        return ormsgpack.packb(
-            {
-                "v": ENVELOPE_VERSION,
-                "checkpoint": list(self.checkpoint),
-                "parent": self.parent,
-                "values": {k: list(v) for k, v in self.values.items()},
-                "blobs": {k: list(v) for k, v in self.blobs.items()},
-            }
-        )
-
     @property
     def channels(self) -> set[str]:
         """Every channel that has a stored value at this checkpoint."""
         return set(self.values) | set(self.blobs)
 
 
-def build_entries(
+def encode_envelope(
     checkpoint: Typed,
     parent: str | None,
-    values: Mapping[str, tuple[str, bytes | BlobRef]],
-    inline_max: int,
-) -> dict[str, bytes | BlobRef]:
-    """The entries of the ckptdb checkpoint holding one LangGraph checkpoint: ``checkpoint``
-    is its serialized form without channel values, ``values`` the serialized channel
-    values; those longer than ``inline_max`` bytes get an entry (a blob) of their own. A
-    value given as a ``BlobRef`` (an unchanged channel whose blob is already stored) is
-    referenced, not sent again."""
-    entries: dict[str, bytes | BlobRef] = {}
-    inline: dict[str, Typed] = {}
-    blobs: dict[str, tuple[str, str]] = {}
-    for channel, (type_, data) in values.items():
-        if isinstance(data, bytes) and len(data) <= inline_max:
-            inline[channel] = (type_, data)
-        else:
-            name = channel_entry(channel)
-            entries[name] = data
-            blobs[channel] = (name, type_)
-    entries[ENVELOPE_ENTRY] = Envelope(checkpoint, parent, inline, blobs).encode()
-    return entries
+    values: Mapping[str, Typed],
+    blobs: Mapping[str, tuple[str, str]],
+) -> bytes:
+    """The ``checkpoint`` entry's bytes: ``checkpoint`` is the LangGraph checkpoint
+    serialized without its channel values, ``values`` the inline channel values and
+    ``blobs`` channel -> (entry name, type) of those stored as entries of their own."""
+    # msgpack packs a tuple as the array a list would be: no per-value conversion.
+    return ormsgpack.packb(
+        {
+            "v": ENVELOPE_VERSION,
+            "checkpoint": checkpoint,
+            "parent": parent,
+            "values": values,
+            "blobs": blobs,
+        }
+    )
 
 
 _NIL = b"\xc0"
@@ -240,7 +223,7 @@ def splice(checkpoint: Typed, values: Iterable[tuple[str, Typed]]) -> bytes | No
 
 
 def checkpoint_metadata(
-    metadata: dict[str, Any], thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    metadata: Mapping[str, object], thread_id: str, checkpoint_ns: str, checkpoint_id: str
 ) -> tuple[str | None, dict[str, Any]]:
     """The run id (for delete_for_runs) and the ckptdb metadata of the checkpoint holding
     one LangGraph checkpoint with this LangGraph ``metadata``."""

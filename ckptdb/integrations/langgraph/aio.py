@@ -15,13 +15,14 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from .copying import Copying
 from .delta import DeltaHistory
 from .maintenance import Maintenance
 from .reads import Reads
 from .writes import Writes
 
 
-class AsyncTwins(Reads, Writes, Maintenance, DeltaHistory):
+class AsyncTwins(Reads, Writes, Maintenance, Copying, DeltaHistory):
     """The async twins of every saver method: each runs its sync method in a worker thread."""
 
     # -- async twins ------------------------------------------------------------------------

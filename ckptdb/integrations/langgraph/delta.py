@@ -30,13 +30,17 @@ from langgraph.checkpoint.base import (
 )
 
 from ...extension import Session, check_types
-from ._core import _ROW_COLUMNS, _WRITE_TYPES, SaverCore, _chunks, _Row, _row, _thread
+from .content import Content
+from .pending import PendingWrites
+from .rows import CHECKPOINT_COLUMNS, WRITE_TYPES, CheckpointRow, batches, checkpoint_row
+from .serialization import loads
+from .threads import thread_of
 
 #: Ancestors fetched per step of the walk.
 WALK_PAGE = 64
 
 
-class DeltaHistory(SaverCore):
+class DeltaHistory(PendingWrites, Content):
     """The ``DeltaChannel`` read path (see the module docstring)."""
 
     def get_delta_channel_history(
@@ -48,7 +52,7 @@ class DeltaHistory(SaverCore):
         :data:`WALK_PAGE` ancestors."""
         if not channels:
             return {}
-        thread_id, ns = _thread(config)
+        thread_id, ns, _conf = thread_of(config)
         wanted = list(dict.fromkeys(channels))
         # per channel, the writes of each visited checkpoint, newest checkpoint first
         collected: dict[str, builtins.list[builtins.list[PendingWrite]]] = {c: [] for c in wanted}
@@ -58,20 +62,20 @@ class DeltaHistory(SaverCore):
             cid = get_checkpoint_id(config)
             if cid:
                 target = s.one(
-                    f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint"
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint"
                     " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (thread_id, ns, str(cid)),
                 )
             else:
                 target = s.one(
-                    f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
                     " AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
                     (thread_id, ns),
                 )
             start = None
             gone = False
             if target is not None:
-                row = _row(target)
+                row = checkpoint_row(target)
                 if self.db.existing([row.ckpt_id]):  # get_tuple would return it
                     start = row.parent_id
                 else:
@@ -112,11 +116,11 @@ class DeltaHistory(SaverCore):
         when the walk is over (root, a missing checkpoint, or every channel seeded)."""
         with self.db.read_session() as s:
             chain = [
-                _row(r)
+                checkpoint_row(r)
                 for r in s.execute(
                     "WITH RECURSIVE chain(thread_id, checkpoint_ns, checkpoint_id,"
                     " parent_checkpoint_id, ckpt_id, depth) AS ("
-                    f" SELECT {_ROW_COLUMNS}, 0 FROM lg_checkpoint"
+                    f" SELECT {CHECKPOINT_COLUMNS}, 0 FROM lg_checkpoint"
                     " WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
                     " UNION ALL"
                     " SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,"
@@ -124,19 +128,19 @@ class DeltaHistory(SaverCore):
                     " FROM chain JOIN lg_checkpoint c ON c.thread_id = ?1"
                     " AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_checkpoint_id"
                     " WHERE chain.depth + 1 < ?4)"
-                    f" SELECT {_ROW_COLUMNS} FROM chain ORDER BY depth",
+                    f" SELECT {CHECKPOINT_COLUMNS} FROM chain ORDER BY depth",
                     (thread_id, ns, start, WALK_PAGE),
                 )
             ]
             present = self.db.existing({r.ckpt_id for r in chain}) if chain else set()
-            visited: builtins.list[_Row] = []
+            visited: builtins.list[CheckpointRow] = []
             for r in chain:
                 if r.ckpt_id not in present:
                     break  # get_tuple would return None: the default walk stops here
                 visited.append(r)
             writes = self._channel_writes(s, visited, sorted(remaining))
         for r in visited:
-            hit = self._cache.get(r.ckpt_id) or self._load(r.ckpt_id)
+            hit = self._cached_or_load(r.ckpt_id)
             if hit is None:
                 return None
             loaded, blobs = hit
@@ -149,11 +153,11 @@ class DeltaHistory(SaverCore):
                 collected[ch].append(ws)
             for ch in builtins.list(remaining):
                 if ch in loaded.values:
-                    seeds[ch] = self._loads(*loaded.values[ch])
+                    seeds[ch] = loads(self.serde, *loaded.values[ch])
                     remaining.discard(ch)
                 elif ch in loaded.blobs:
                     type_, digest = loaded.blobs[ch]
-                    seeds[ch] = self._loads(type_, blobs[digest])
+                    seeds[ch] = loads(self.serde, type_, blobs[digest])
                     remaining.discard(ch)
             if not remaining:
                 return None
@@ -162,7 +166,7 @@ class DeltaHistory(SaverCore):
         return chain[-1].parent_id
 
     def _channel_writes(
-        self, s: Session, rows: Sequence[_Row], channels: Sequence[str]
+        self, s: Session, rows: Sequence[CheckpointRow], channels: Sequence[str]
     ) -> dict[str, builtins.list[PendingWrite]]:
         """checkpoint_id -> the pending writes of ``channels`` stored there (verified), in
         ``writes_sort_key`` order; one statement per 150 checkpoints."""
@@ -171,7 +175,7 @@ class DeltaHistory(SaverCore):
         grouped: dict[str, builtins.list[Any]] = {}
         thread_id, ns = rows[0].thread_id, rows[0].checkpoint_ns
         chan_marks = ", ".join("?" * len(channels))
-        for part in _chunks(rows, 150):
+        for part in batches(rows, 150):
             marks = ", ".join("?" * len(part))
             for w in s.execute(
                 "SELECT checkpoint_id, task_id, channel, type, value, task_path, idx,"
@@ -179,7 +183,7 @@ class DeltaHistory(SaverCore):
                 f" AND checkpoint_id IN ({marks}) AND channel IN ({chan_marks})",
                 (thread_id, ns, *(r.checkpoint_id for r in part), *channels),
             ):
-                check_types(w[1:7], _WRITE_TYPES, "pending write")
+                check_types(w[1:7], WRITE_TYPES, "pending write")
                 self._check_write(
                     (thread_id, ns, w[0], w[1], w[6], w[2], w[3], w[4], w[5]),
                     w[7],

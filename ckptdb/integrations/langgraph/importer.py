@@ -31,7 +31,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -41,6 +41,7 @@ from ... import errors
 from ...connection import Connection, open_foreign_readonly
 from ...database import Database
 from ...models import ImportedItem, ImportReport, SkippedItem, from_ms
+from ...types import Progress
 from . import _layout, sealing
 from .errors import NotLangGraphSqliteError
 from .saver import CkptdbSaver
@@ -64,8 +65,6 @@ _MSGPACK_OPTIONS = ormsgpack.OPT_NON_STR_KEYS
 READ_TIMEOUT = 60.0
 #: What decoding a hostile value can raise (deep nesting, absurd sizes, wrong types).
 _DECODE_ERRORS = (ValueError, TypeError, RecursionError, MemoryError, OverflowError)
-
-Progress = Callable[[int, int], None]
 
 
 def _open_source(path: str) -> Connection:
@@ -464,7 +463,7 @@ def _import_one(
         return ImportedItem(
             source_id=source_id, namespace=namespace, checkpoint_id="", created=True
         )
-    entries = _layout.build_entries(body, parent, values, saver.inline_max)
+    entries = saver._entries(body, parent, values, namespace, {}).entries
     run, ck_meta = _layout.checkpoint_metadata(md, tid, ns, cid)
     try:
         ack = saver._commit(  # the importer is part of the integration

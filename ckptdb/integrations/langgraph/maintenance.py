@@ -1,29 +1,23 @@
-"""Maintenance: deleting threads and runs, pruning, and copying threads."""
+"""Maintenance: deleting threads and runs, pruning, and separating the threads an older
+file let share a namespace."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ... import errors
-from ...extension import Session, check_types
-from ...retention import RetentionPolicy
-from ...types import BlobRef
-from . import _layout, sealing
-from ._core import (
-    _ROW_COLUMNS,
-    _WRITE_TYPES,
-    PRUNE_KEEP_HISTORY,
-    PRUNE_PIN_PREFIX,
-    SEALED_TYPE,
-    SaverCore,
-    _chunks,
-    _Row,
-    _row,
-    check_owner,
-    log,
-)
+from ... import RetentionPolicy, errors
+from ...extension import Session
+from . import _layout
+from ._core import log
+from .rows import CHECKPOINT_COLUMNS, CheckpointRow, batches, checkpoint_row
+from .threads import Threads, register
+
+#: Pointer moves prune keeps per namespace (LangGraph never reads ckptdb's history).
+PRUNE_KEEP_HISTORY = 16
+#: Name prefix of the pins an older version held during prune (removed when met).
+PRUNE_PIN_PREFIX = "langgraph-prune/"
 
 #: ``lg_meta`` key present while pairs of a file written before langgraph schema version 3
 #: share a namespace with another pair (set by migration 0003).
@@ -38,8 +32,9 @@ _DEFERRED = (
 )
 
 
-class Maintenance(SaverCore):
-    """Maintenance: deleting threads and runs, pruning, and copying threads."""
+class Maintenance(Threads):
+    """Maintenance: deleting threads and runs, pruning, and separating the threads an older
+    file let share a namespace."""
 
     def _setup(self) -> None:
         super()._setup()
@@ -134,12 +129,7 @@ class Maintenance(SaverCore):
             reason="lg.separate",
         )
         with self.db.write_session() as s:
-            s.execute(
-                "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
-                " VALUES (?, ?, ?)",
-                (target, thread_id, ns),
-            )
-            check_owner(s, target, thread_id, ns)
+            register(s, target, thread_id, ns)
             s.executemany(
                 "UPDATE lg_checkpoint SET ckpt_id = ? WHERE thread_id = ? AND checkpoint_ns = ?"
                 " AND checkpoint_id = ? AND ckpt_id = ?",
@@ -148,9 +138,7 @@ class Maintenance(SaverCore):
                     for r in live
                 ],
             )
-        self._thread_namespaces.pop((thread_id, ns), None)
-        self._last_put.pop((thread_id, ns), None)
-        self._channels.pop((thread_id, ns), None)
+        self._cache.forget_thread(thread_id, ns)
         if shared != target and len(owner) == 1:
             self._tidy_shared(shared, str(owner[0][0]), str(owner[0][1]), thread_id, ns)
         return 1
@@ -178,6 +166,37 @@ class Maintenance(SaverCore):
                 exc,
             )
 
+    def _holds_others(self, namespace: str, thread_id: str, ns: str) -> bool:
+        """Whether ``namespace`` holds a checkpoint that another pair's rows still use."""
+        with self.db.read_session() as s:
+            found = s.scalar(
+                "SELECT 1 FROM lg_checkpoint l JOIN checkpoints k ON k.checkpoint_id = l.ckpt_id"
+                " WHERE k.namespace = ? AND NOT (l.thread_id = ? AND l.checkpoint_ns = ?)"
+                " LIMIT 1",
+                (namespace, thread_id, ns),
+            )
+        return found is not None
+
+    def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
+        """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
+        if self._shared_pending and self._holds_others(namespace, thread_id, ns):
+            log.warning(
+                "kept ckptdb namespace %s: it still holds checkpoints of another LangGraph "
+                "thread (a file written before langgraph schema version 3 whose threads are "
+                "not separated yet; reopen the saver read-write with the keys it needs)",
+                namespace,
+            )
+            return
+        self._cache.forget_thread(thread_id, ns)
+        try:
+            self.db.drop_namespace(namespace)
+        except errors.NamespaceNotFoundError:
+            pass  # already dropped (an earlier, interrupted delete): only unregister it
+        except errors.ProtectedError as exc:
+            log.warning("kept ckptdb namespace %s: %s", namespace, exc)
+            return
+        self._unregister(namespace, thread_id, ns)
+
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread (all checkpoint namespaces) and
         give the space back. Pinned checkpoints (pinned by an operator with ``ckptdb pin``)
@@ -196,22 +215,21 @@ class Maintenance(SaverCore):
         ids = sorted({str(r) for r in run_ids})
         if not ids:
             return
-        doomed: builtins.list[_Row] = []
+        doomed: builtins.list[CheckpointRow] = []
         with self.db.write_session() as s:
-            for part in _chunks(ids):
+            for part in batches(ids):
                 marks = ",".join("?" * len(part))
                 doomed.extend(
-                    _row(r)
+                    checkpoint_row(r)
                     for r in s.execute(
-                        f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE run_id IN ({marks})",
+                        f"SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint WHERE run_id IN ({marks})",
                         tuple(part),
                     )
                 )
             self._delete_rows(s, doomed)
         scope: builtins.list[str] = []
         for thread_id, ns in sorted({(r.thread_id, r.checkpoint_ns) for r in doomed}):
-            self._last_put.pop((thread_id, ns), None)
-            self._channels.pop((thread_id, ns), None)
+            self._cache.forget_thread(thread_id, ns)
             namespace = self._registered_namespace(thread_id, ns) or _layout.namespace_for(
                 thread_id, ns
             )
@@ -221,18 +239,18 @@ class Maintenance(SaverCore):
             if scope:
                 self.db.prune({"lg_run_id": run}, namespaces=scope)
 
-    def _delete_rows(self, s: Session, rows: Sequence[_Row]) -> None:
+    def _delete_rows(self, s: Session, rows: Sequence[CheckpointRow]) -> None:
         keys = [(r.thread_id, r.checkpoint_ns, r.checkpoint_id) for r in rows]
         where = " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         s.executemany("DELETE FROM lg_checkpoint" + where, keys)
         s.executemany("DELETE FROM lg_write" + where, keys)
 
-    def _remaining(self, thread_id: str, ns: str) -> builtins.list[_Row]:
+    def _remaining(self, thread_id: str, ns: str) -> builtins.list[CheckpointRow]:
         with self.db.read_session() as s:
             return [
-                _row(r)
+                checkpoint_row(r)
                 for r in s.execute(
-                    f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint WHERE thread_id = ?"
                     " AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
                     (thread_id, ns),
                 )
@@ -291,7 +309,7 @@ class Maintenance(SaverCore):
             for namespace, ns in self._namespaces(tid):
                 self._keep_latest(namespace, tid, ns)
 
-    def _needed_ancestors(self, rows: builtins.list[_Row]) -> builtins.list[_Row]:
+    def _needed_ancestors(self, rows: builtins.list[CheckpointRow]) -> builtins.list[CheckpointRow]:
         """The newest row plus the ancestors its delta channels are rebuilt from."""
         by_id = {r.checkpoint_id: r for r in rows}
         latest = rows[0]
@@ -357,208 +375,3 @@ class Maintenance(SaverCore):
             )
         except (errors.NamespaceNotFoundError, errors.CheckpointNotFoundError):
             pass  # the thread was deleted while pruning: nothing is left to collect
-
-    # -- copying ----------------------------------------------------------------------------
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint (all checkpoint namespaces, with parent links, metadata
-        and pending writes) of one thread to another. Within one key scope the copies share
-        every blob with the source: each checkpoint namespace is copied by one core
-        ``copy_checkpoints`` (one transaction), so no channel value is read, hashed or stored
-        again; into another scope the values are read and sealed for the target. The copied
-        checkpoints become visible to LangGraph together, in one transaction, at the end;
-        checkpoints the target already has (same ids) are left as they are."""
-        src, dst = str(source_thread_id), str(target_thread_id)
-        if src == dst:
-            return
-        with self.db.read_session() as s:
-            rows: builtins.list[_Row] = []
-            run_ids: dict[tuple[str, str], str | None] = {}
-            for r in s.execute(
-                f"SELECT {_ROW_COLUMNS}, run_id FROM lg_checkpoint WHERE thread_id = ?"
-                " ORDER BY checkpoint_ns, checkpoint_id",
-                (src,),
-            ):
-                row = _row(r[:5])
-                rows.append(row)
-                run_ids[(row.checkpoint_ns, row.checkpoint_id)] = (
-                    r[5] if isinstance(r[5], str) else None
-                )
-            existing = {
-                (str(ns), str(cid)): str(ck)
-                for ns, cid, ck in s.execute(
-                    "SELECT checkpoint_ns, checkpoint_id, ckpt_id FROM lg_checkpoint"
-                    " WHERE thread_id = ?",
-                    (dst,),
-                )
-            }
-        if not rows:
-            return
-        namespaces = sorted({r.checkpoint_ns for r in rows})
-        # The copy goes where a new thread ``dst`` goes (its key scope, if encrypted);
-        # blobs are referenced when source and copy share a scope, else copied as bytes.
-        target = {
-            ns: self._namespace({"configurable": {"thread_id": dst, "checkpoint_ns": ns}}, dst, ns)
-            for ns in namespaces
-        }
-        origin = dict((ns, namespace) for namespace, ns in self._namespaces(src))
-        with self.db.write_session() as s:
-            s.executemany(
-                "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
-                " VALUES (?, ?, ?)",
-                [(target[ns], dst, ns) for ns in namespaces],
-            )
-            for ns in namespaces:
-                check_owner(s, target[ns], dst, ns)
-        copied: builtins.list[tuple[str, str, str, str | None, str, str | None]] = []
-        for ns in namespaces:
-            todo = [
-                r for r in rows if r.checkpoint_ns == ns and (ns, r.checkpoint_id) not in existing
-            ]
-            if not todo:
-                continue
-            source = origin.get(ns)
-            if source is not None and self._scope_key(source) == self._scope_key(target[ns]):
-                made = self._copy_by_reference(target[ns], dst, todo, existing)
-            else:
-                made = self._copy_by_value(target[ns], dst, todo, existing)
-            copied.extend(
-                (dst, ns, r.checkpoint_id, r.parent_id, ck, run_ids[(ns, r.checkpoint_id)])
-                for r, ck in made
-            )
-        if not copied:
-            return
-        wanted = {(c[1], c[2]) for c in copied}
-        with self.db.write_session() as s:
-            s.executemany(
-                "INSERT OR IGNORE INTO lg_checkpoint (thread_id, checkpoint_ns, checkpoint_id,"
-                " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)",
-                copied,
-            )
-            # The digest seals the thread id too: each copied write is re-sealed (after
-            # checking the source row's own seal). One statement reads them all.
-            out = []
-            for ns, cid, task_id, idx, channel, type_, value, path, digest in s.execute(
-                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value,"
-                f" task_path, {self._digest_sql} FROM lg_write WHERE thread_id = ?",
-                (src,),
-            ):
-                if (ns, cid) not in wanted:
-                    continue
-                check_types(
-                    (task_id, channel, type_, value, path, idx), _WRITE_TYPES, "pending write"
-                )
-                self._check_write(
-                    (src, ns, cid, task_id, idx, channel, type_, value, path),
-                    digest,
-                    f"{cid!r} task {task_id!r} idx {idx}",
-                )
-                plain_type, plain = type_, value
-                if type_.startswith(SEALED_TYPE):  # bound to the source row: open, seal again
-                    plain_type, plain = self._opened_write(
-                        (src, ns, cid), task_id, idx, channel, type_, value, path
-                    )
-                stored = self._seal_write(
-                    target[ns], (dst, ns, cid, task_id, idx, channel, plain_type, plain, path)
-                )
-                out.append(sealing.sealed_row(stored))
-            s.executemany(
-                "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
-                " task_id, idx, channel, type, value, task_path, digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                out,
-            )
-
-    def _copy_by_reference(
-        self,
-        namespace: str,
-        dst: str,
-        todo: builtins.list[_Row],
-        existing: dict[tuple[str, str], str],
-    ) -> builtins.list[tuple[_Row, str]]:
-        """Copy one checkpoint namespace's rows with one core ``copy_checkpoints`` (one
-        transaction, no blob byte read): each copy's parent is the copy of its LangGraph
-        parent (or the target's existing checkpoint standing for it). Updates ``existing``."""
-        for attempt in range(3):
-            stored = self.db.existing([r.ckpt_id for r in todo])
-            live = [r for r in todo if r.ckpt_id in stored]  # collected since: gone for all
-            if not live:
-                return []
-            ns = live[0].checkpoint_ns
-            by_lg = {r.checkpoint_id: r for r in live}
-            outside = {
-                existing[(ns, r.parent_id)]
-                for r in live
-                if r.parent_id is not None
-                and r.parent_id not in by_lg
-                and (ns, r.parent_id) in existing
-            }
-            kept = self.db.existing(sorted(outside))
-            parents: dict[str, str | None] = {}
-            for r in live:
-                if r.parent_id is not None and r.parent_id in by_lg:
-                    parents[r.ckpt_id] = by_lg[r.parent_id].ckpt_id
-                else:
-                    standing = existing.get((ns, r.parent_id or ""))
-                    parents[r.ckpt_id] = standing if standing in kept else None
-            try:
-                report = self.db.copy_checkpoints(
-                    [r.ckpt_id for r in live],
-                    namespace,
-                    parents=parents,
-                    metadata={"lg_thread_id": dst},
-                    reason="lg.copy_thread",
-                )
-            except errors.CheckpointNotFoundError:
-                if attempt == 2:
-                    raise
-                continue  # GC collected a source or parent meanwhile: look again
-            made = [(r, report.copies[r.ckpt_id]) for r in live]
-            for r, ck in made:
-                existing[(ns, r.checkpoint_id)] = ck
-            return made
-        return []  # unreachable: the last attempt returns or raises
-
-    def _copy_by_value(
-        self,
-        namespace: str,
-        dst: str,
-        todo: builtins.list[_Row],
-        existing: dict[tuple[str, str], str],
-    ) -> builtins.list[tuple[_Row, str]]:
-        """Copy rows into another key scope: each checkpoint's bytes are read (verified)
-        and committed again, sealed for the target. Updates ``existing``."""
-        made: builtins.list[tuple[_Row, str]] = []
-        for row in todo:
-            try:
-                cp = self.db.get(row.ckpt_id)
-            except errors.CheckpointNotFoundError:
-                continue
-            entries: dict[str, bytes | BlobRef] = {name: cp.read(name) for name in cp.entries}
-            meta = cp.metadata
-            meta["lg_thread_id"] = dst
-            parent_ck = existing.get((row.checkpoint_ns, row.parent_id or ""))
-            try:
-                ack = self._copy_commit(namespace, entries, meta, parent_ck)
-            except errors.BlobMissingError:
-                if self.db.existing([row.ckpt_id]):
-                    raise  # a stored manifest whose blob is missing: damage, not a race
-                continue  # collected since (by ckptdb GC): the source reads as gone too
-            existing[(row.checkpoint_ns, row.checkpoint_id)] = ack
-            made.append((row, ack))
-        return made
-
-    def _copy_commit(
-        self,
-        namespace: str,
-        entries: Mapping[str, bytes | BlobRef],
-        meta: dict[str, Any],
-        base: str | None,
-    ) -> str:
-        try:
-            ack = self.db.commit(
-                namespace, entries, metadata=meta, base=base, reason="lg.copy_thread"
-            )
-        except errors.CheckpointNotFoundError:
-            ack = self.db.commit(namespace, entries, metadata=meta, reason="lg.copy_thread")
-        return ack.checkpoint_id

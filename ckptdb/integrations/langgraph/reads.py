@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
+    PendingWrite,
     get_checkpoint_id,
 )
 
-from ._core import (
-    _ROW_COLUMNS,
-    LIST_PAGE,
-    SaverCore,
-    _configurable,
-    _Gone,
-    _row,
-    _thread,
-    _Uncached,
-)
+from ...extension import Row, Session, metadata_from_json
+from ._cache import Loaded, Unknown
+from .content import Content
+from .pending import SEALED_TYPE, PendingWrites
+from .rows import CHECKPOINT_COLUMNS, CheckpointRow, checkpoint_row
+from .threads import configurable, thread_of
+
+#: Rows fetched per read transaction while listing.
+LIST_PAGE = 64
 
 #: The row with this id, only if no newer one exists in its thread and namespace.
 _NEWEST_IS = (
@@ -31,15 +33,31 @@ _NEWEST_IS = (
 )
 
 
-class Reads(SaverCore):
+class _Gone:
+    """The row's ckptdb checkpoint was collected (see ``Reads._one``)."""
+
+
+#: The answer for a row whose ckptdb checkpoint was collected.
+GONE = _Gone()
+
+
+class _Uncached:
+    """Answering would need a read beyond the one statement (see ``Reads._one``)."""
+
+
+#: The answer when the fast path would need another read.
+UNCACHED = _Uncached()
+
+
+class Reads(PendingWrites, Content):
     """Reading checkpoints back: ``get_tuple`` and ``list``, each byte verified by ckptdb."""
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (``checkpoint_id``), or the newest one of the
         thread and checkpoint namespace; None when there is none. Pending writes come in
         ``writes_sort_key`` order."""
-        thread_id, ns = _thread(config)
-        thread_value = _configurable(config)["thread_id"]
+        thread_id, ns, conf = thread_of(config)
+        thread_value = conf["thread_id"]
         checkpoint_id = get_checkpoint_id(config)
         by_id = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         # The hot cases -- a checkpoint by id, or the newest when it is this saver's last
@@ -56,7 +74,8 @@ class Reads(SaverCore):
             with self.db.read_session() as s:
                 found = self._one_with_writes(s, by_id, params, thread_value)
             return None if isinstance(found, _Gone) else found
-        hint = self._last_put.get((thread_id, ns))
+        state = self._cache.thread(thread_id, ns)
+        hint = None if state is None else state.last_put
         if hint is not None:
             with self.db.read_session(snapshot=False) as s:
                 fast = self._one_from_cache(s, _NEWEST_IS, (thread_id, ns, hint[0]), thread_value)
@@ -108,7 +127,7 @@ class Reads(SaverCore):
         params: builtins.list[Any] = []
         thread_value: Any = None
         if config is not None:
-            conf = _configurable(config)
+            conf = configurable(config)
             thread_value = conf["thread_id"]
             where.append("thread_id = ?")
             params.append(str(thread_value))
@@ -137,12 +156,12 @@ class Reads(SaverCore):
                 clause.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
                 args.extend(cursor)
             sql = (
-                f"SELECT {_ROW_COLUMNS} FROM lg_checkpoint"
+                f"SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint"
                 + (" WHERE " + " AND ".join(clause) if clause else "")
                 + " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?"
             )
             with self.db.read_session() as s:
-                rows = [_row(r) for r in s.execute(sql, (*args, size))]
+                rows = [checkpoint_row(r) for r in s.execute(sql, (*args, size))]
                 page = self._tuples(s, rows, thread_value, wanted)
             if remaining is not None:
                 page = page[:remaining]
@@ -154,4 +173,135 @@ class Reads(SaverCore):
             last = rows[-1]
             cursor = (last.checkpoint_id, last.thread_id, last.checkpoint_ns)
 
-    # -- writing --------------------------------------------------------------------------
+    def _one_with_writes(
+        self, s: Session, where: str, params: Sequence[Any], thread_value: Any
+    ) -> CheckpointTuple | _Gone | None:
+        """The newest ``lg_checkpoint`` row matching ``where`` and its pending writes, in
+        one statement (a join), built into a tuple; None when no row matches, :data:`GONE`
+        when the row's ckptdb checkpoint was collected. Inside the caller's read snapshot:
+        the content may be read and verified after the statement."""
+        found = self._one(s, where, params, thread_value, cached_only=False)
+        if isinstance(found, _Uncached):  # pragma: no cover - only cached_only returns it
+            raise AssertionError("unreachable")
+        return found
+
+    def _one_from_cache(
+        self, s: Session, where: str, params: Sequence[Any], thread_value: Any
+    ) -> CheckpointTuple | _Gone | _Uncached | None:
+        """:meth:`_one_with_writes` for a caller outside a read snapshot: the one statement
+        and nothing more -- :data:`UNCACHED` when the answer would need another read (the
+        checkpoint's content, or the thread's key scope for a sealed write), since a second
+        read could see a later state than the statement did (a prune or GC in between);
+        the caller then asks again inside a snapshot."""
+        return self._one(s, where, params, thread_value, cached_only=True)
+
+    def _one(
+        self,
+        s: Session,
+        where: str,
+        params: Sequence[Any],
+        thread_value: Any,
+        *,
+        cached_only: bool,
+    ) -> CheckpointTuple | _Gone | _Uncached | None:
+        digest = "w.digest" if self._digest_sql == "digest" else "NULL"
+        # Whether ckptdb still holds the checkpoint is asked in the same statement, through
+        # the public ``checkpoints`` view (an indexed lookup by id).
+        found = s.execute(
+            "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,"
+            " c.ckpt_id, w.task_id, w.channel, w.type, w.value, w.task_path, w.idx,"
+            f" {digest}, w.write_id,"
+            " EXISTS (SELECT 1 FROM checkpoints k WHERE k.checkpoint_id = c.ckpt_id)"
+            f" FROM (SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint WHERE {where}"
+            " ORDER BY checkpoint_id DESC LIMIT 1) c LEFT JOIN lg_write w"
+            " ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns"
+            " AND w.checkpoint_id = c.checkpoint_id",
+            params,
+        )
+        if not found:
+            return None
+        row = checkpoint_row(found[0])
+        if found[0][13] != 1:
+            return GONE  # collected outside the saver (e.g. `ckptdb gc`)
+        hot = self._cache.spliced(row.ckpt_id)
+        if cached_only and (hot is None or not self._scope_known(row, found)):
+            return UNCACHED
+        writes = self._pending([(*f[:3], *f[5:12]) for f in found if f[12] is not None])
+        tuples = self._tuples(
+            s, [row], thread_value, writes=writes, present={row.ckpt_id}, hot={row.ckpt_id: hot}
+        )
+        return tuples[0] if tuples else GONE
+
+    def _scope_known(self, row: CheckpointRow, found: Sequence[Row]) -> bool:
+        """Whether the writes of ``row`` (``found``) open without another read: none is
+        sealed, or the thread's namespace and its key scope are already known."""
+        if any(isinstance(f[7], str) and f[7].startswith(SEALED_TYPE) for f in found):
+            state = self._cache.thread(row.thread_id, row.checkpoint_ns)
+            return state is not None and not isinstance(
+                self._cache.sealer(state.namespace), Unknown
+            )
+        return True
+
+    def _tuples(
+        self,
+        s: Session,
+        rows: Sequence[CheckpointRow],
+        thread_value: Any,
+        wanted: dict[str, Any] | None = None,
+        *,
+        writes: dict[tuple[str, str, str], builtins.list[PendingWrite]] | None = None,
+        present: set[str] | None = None,
+        hot: dict[str, tuple[Loaded, bytes] | None] | None = None,
+    ) -> builtins.list[CheckpointTuple]:
+        """The checkpoints of ``rows`` that still exist and whose metadata contains
+        ``wanted``, in order. Within the caller's read snapshot: one statement asks which
+        ckptdb checkpoints exist, one reads every pending write; content comes from the
+        verified cache, or is read and verified once (then cached). ``present``: the
+        ckptdb ids the caller already knows exist in this snapshot; ``hot``: spliced cache
+        entries the caller already took (so one that another thread evicts meanwhile is
+        not read again)."""
+        if present is None:
+            present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
+        kept: builtins.list[tuple[CheckpointRow, Checkpoint, dict[str, Any]]] = []
+        for row in rows:
+            if row.ckpt_id not in present:
+                continue
+            content = self._content(row.ckpt_id, None if hot is None else hot.get(row.ckpt_id))
+            if content is None:
+                continue
+            loaded, build = content
+            metadata = metadata_from_json(loaded.metadata, row.ckpt_id)
+            if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
+                continue
+            kept.append((row, build(), metadata))
+        if writes is None:
+            writes = self._writes_of(s, [k[0] for k in kept]) if kept else {}
+        out: builtins.list[CheckpointTuple] = []
+        for row, checkpoint, metadata in kept:
+            config: RunnableConfig = {
+                "configurable": {
+                    "thread_id": thread_value if thread_value is not None else row.thread_id,
+                    "checkpoint_ns": row.checkpoint_ns,
+                    "checkpoint_id": row.checkpoint_id,
+                }
+            }
+            parent: RunnableConfig | None = None
+            if row.parent_id:
+                parent = {
+                    "configurable": {
+                        "thread_id": config["configurable"]["thread_id"],
+                        "checkpoint_ns": row.checkpoint_ns,
+                        "checkpoint_id": row.parent_id,
+                    }
+                }
+            key = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            out.append(
+                CheckpointTuple(
+                    config,
+                    checkpoint,
+                    cast(CheckpointMetadata, metadata),
+                    parent,
+                    writes.get(key, []),
+                )
+            )
+        return out

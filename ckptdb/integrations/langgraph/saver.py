@@ -1,9 +1,10 @@
 """``CkptdbSaver`` / ``AsyncCkptdbSaver``: LangGraph checkpointers on a ckptdb file.
 
-The saver is assembled from parts, one job each: :mod:`._core` (state, serializer, the
-commit of one checkpoint), :mod:`.reads` (``get_tuple``, ``list``), :mod:`.writes`
-(``put``, ``put_writes``), :mod:`.maintenance` (delete, prune, copy) and :mod:`.aio` (the
-async twins). See :mod:`._core` for the storage layout.
+The saver is assembled from parts, one job each (see :mod:`._core` for the list and the
+storage layout): the LangGraph methods live in :mod:`.reads` (``get_tuple``, ``list``),
+:mod:`.writes` (``put``, ``put_writes``), :mod:`.delta` (``get_delta_channel_history``),
+:mod:`.maintenance` (delete, prune), :mod:`.copying` (``copy_thread``) and :mod:`.aio` (the
+async twins).
 """
 
 from __future__ import annotations

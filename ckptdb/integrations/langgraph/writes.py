@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -16,12 +16,17 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ... import errors
+from ... import BlobRef, errors
+from ...extension import Addressed
 from . import _layout, sealing
-from ._core import SaverCore, _configurable, _thread
+from ._cache import ThreadState
+from .pending import PendingWrites
+from .publish import Encoded, Publish
+from .serialization import dumps, dumps_each
+from .threads import thread_of
 
 
-class Writes(SaverCore):
+class Writes(Publish, PendingWrites):
     """Writing: ``put`` (one ckptdb commit per LangGraph checkpoint) and ``put_writes``."""
 
     def put(
@@ -34,37 +39,52 @@ class Writes(SaverCore):
         """Store a checkpoint durably, as one ckptdb commit; its parent is the
         ``checkpoint_id`` of ``config`` (a fork when that is not the newest checkpoint).
         Channel values already stored (by content) are not stored again."""
-        thread_id, ns = _thread(config)
-        conf = _configurable(config)
-        parent = conf.get("checkpoint_id") or None
+        thread_id, ns, conf = thread_of(config)
         checkpoint_id = checkpoint.get("id")
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise errors.InvalidInputError("checkpoint['id'] must be a non-empty str")
-        namespace = self._namespace(config, thread_id, ns)
-        key = (thread_id, ns)
+        state = self._cache.thread(thread_id, ns)
+        namespace = self._namespace(config, thread_id, ns) if state is None else state.namespace
+        parent = conf.get("checkpoint_id") or None
         parent_id = None if parent is None else str(parent)
-        entries, remembered, encoded = self._encode(checkpoint, parent_id, key, namespace)
-        md = dict(get_checkpoint_metadata(config, metadata))
+        entries, encoded = self._encode(
+            checkpoint, parent_id, namespace, {} if state is None else state.channels
+        )
+        md = get_checkpoint_metadata(config, metadata)
         run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
         try:
-            ack = self._commit(
-                namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
+            self._commit(
+                namespace,
+                thread_id,
+                ns,
+                checkpoint_id,
+                parent_id,
+                run,
+                entries,
+                ck_meta,
+                "lg.put",
+                state=state,
+                put=(encoded, md),
             )
         except errors.BlobMissingError:
             # A blob this put re-used was collected meanwhile (prune, maybe in another
             # process): send every value again.
-            self._channels.pop(key, None)
-            entries, remembered, encoded = self._encode(checkpoint, parent_id, key, namespace)
-            ack = self._commit(
-                namespace, thread_id, ns, checkpoint_id, parent_id, run, entries, ck_meta, "lg.put"
+            if state is not None:
+                state = ThreadState(state.namespace, state.confirmed, state.last_put, {})
+            entries, encoded = self._encode(checkpoint, parent_id, namespace, {})
+            self._commit(
+                namespace,
+                thread_id,
+                ns,
+                checkpoint_id,
+                parent_id,
+                run,
+                entries,
+                ck_meta,
+                "lg.put",
+                state=state,
+                put=(encoded, md),
             )
-        # What was just committed is known and verified by construction (the id is the
-        # digest of exactly these entries): the next get_tuple need not read it back.
-        # (Its spliced form is built by the first read: most puts are never read back.)
-        self._cache.put(ack.checkpoint_id, encoded.loaded(md), encoded.blob_bytes)
-        if len(self._channels) > 10_000:
-            self._channels.clear()
-        self._channels[key] = remembered
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -72,6 +92,77 @@ class Writes(SaverCore):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    def _encode(
+        self,
+        checkpoint: Checkpoint,
+        parent_id: str | None,
+        namespace: str,
+        previous: Mapping[str, BlobRef],
+    ) -> tuple[dict[str, Any], Encoded]:
+        """The entries of the ckptdb checkpoint holding ``checkpoint`` (see
+        :meth:`_entries`), and what the put remembers of them."""
+        body: dict[str, Any] = dict(checkpoint)
+        values = dumps_each(self.serde, body.pop("channel_values", {}))
+        encoded = self._entries(dumps(self.serde, body), parent_id, values, namespace, previous)
+        return encoded.entries, encoded
+
+    def _entries(
+        self,
+        checkpoint: _layout.Typed,
+        parent_id: str | None,
+        values: dict[str, _layout.Typed],
+        namespace: str,
+        previous: Mapping[str, BlobRef],
+    ) -> Encoded:
+        """The entries holding a serialized LangGraph checkpoint (``checkpoint`` without
+        its channel values, ``values`` those) in ``namespace``: values up to ``inline_max``
+        bytes inline in the envelope, each larger one an entry of its own.
+
+        Each larger value is hashed at most once: here, and handed to ckptdb with its
+        digest (``Addressed``), which does not hash it again. One whose bytes are those of
+        the blob ``previous`` names for its channel (this saver's last put on the thread)
+        is sent as that BlobRef: ckptdb re-uses the stored blob without receiving, hashing
+        or comparing the bytes again. The decision is by content, never by LangGraph's
+        channel versions, so a caller that changes a value without bumping its version is
+        still stored exactly: equal to the bytes of that blob held in the verified cache
+        (which hash to its digest), or else by its digest.
+        """
+        inline: dict[str, _layout.Typed] = {}
+        entries: dict[str, Any] = {}
+        names: dict[str, tuple[str, str]] = {}  # channel -> (entry, type), for the envelope
+        refs: dict[str, tuple[str, str]] = {}
+        blobs: dict[str, bytes] = {}
+        channels: dict[str, BlobRef] = {}
+        inline_max = self.inline_max
+        for channel, typed in values.items():
+            type_, data = typed
+            size = len(data)
+            if size <= inline_max:
+                inline[channel] = typed
+                continue
+            before = previous.get(channel)
+            if (
+                before is not None
+                and before.size == size
+                and self._cache.blob(before.digest) == data
+            ):
+                # The very bytes of a verified blob (so of its digest): no hashing.
+                ref: BlobRef = before
+                value: BlobRef | Addressed = before
+            else:
+                addressed = self._addressed(namespace, data)
+                ref = BlobRef(addressed.digest, size)
+                value = ref if ref == before else addressed
+            name = _layout.channel_entry(channel)
+            entries[name] = value
+            names[channel] = (name, type_)
+            refs[channel] = (type_, ref.digest)
+            blobs[ref.digest] = data
+            channels[channel] = ref
+        envelope = _layout.encode_envelope(checkpoint, parent_id, inline, names)
+        entries[_layout.ENVELOPE_ENTRY] = envelope
+        return Encoded(entries, channels, checkpoint, inline, refs, blobs, len(envelope))
 
     def put_writes(
         self,
@@ -83,7 +174,7 @@ class Writes(SaverCore):
         """Store pending writes of a task against the checkpoint named by ``config``, in one
         ``BEGIN IMMEDIATE`` transaction. A write already stored for ``(task_id, idx)`` is
         kept, except the special channels (error, interrupt, ...), which are replaced."""
-        thread_id, ns = _thread(config)
+        thread_id, ns, _conf = thread_of(config)
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
             raise errors.InvalidInputError("put_writes needs configurable.checkpoint_id")
@@ -91,7 +182,7 @@ class Writes(SaverCore):
         replace: builtins.list[tuple[Any, ...]] = []
         namespace = self._namespace(config, thread_id, ns)
         for idx, (channel, value) in enumerate(writes):
-            type_, data = self._dumps(value)
+            type_, data = dumps(self.serde, value)
             index = WRITES_IDX_MAP.get(channel, idx)
             row = self._seal_write(
                 namespace,

@@ -1,0 +1,97 @@
+"""The verified content of a ckptdb checkpoint holding a LangGraph checkpoint: read (and
+verified, through ckptdb) once, then served from the saver's cache, and built into a fresh
+LangGraph checkpoint on every hand-out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import cast
+
+from langgraph.checkpoint.base import Checkpoint
+
+from ... import errors
+from . import _layout
+from ._cache import Loaded
+from ._core import SaverCore
+from .serialization import loads
+
+
+def _spliced(loaded: Loaded, blobs: dict[str, bytes]) -> bytes | None:
+    """Inline values first, then blob channels: the order the per-value decoding used."""
+    parts = [
+        *loaded.values.items(),
+        *((ch, (t, blobs[d])) for ch, (t, d) in loaded.blobs.items()),
+    ]
+    return _layout.splice(loaded.checkpoint, parts)
+
+
+class Content(SaverCore):
+    """Reading and building checkpoint content (see the module docstring)."""
+
+    def _load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
+        """Read (and verify, through ckptdb) one checkpoint's content and cache it; None
+        when it no longer exists."""
+        try:
+            cp = self.db.get(checkpoint_id)
+        except errors.CheckpointNotFoundError:
+            return None  # collected outside the saver (e.g. `ckptdb gc`): treat as gone
+        stored_meta = cp.metadata.get("langgraph")
+        raw = cp.read(_layout.ENVELOPE_ENTRY)
+        env = _layout.decode_envelope(raw, cp.id)
+        blobs: dict[str, bytes] = {}
+        refs: dict[str, tuple[str, str]] = {}
+        for ch, (entry, type_) in env.blobs.items():
+            digest = cp.ref(entry).digest
+            blobs[digest] = cp.read(entry)
+            refs[ch] = (type_, digest)
+        loaded = Loaded(
+            json.dumps(stored_meta if isinstance(stored_meta, dict) else {}),
+            env.checkpoint,
+            env.values,
+            refs,
+            len(raw),
+        )
+        self._cache.put_content(cp.id, loaded, blobs)
+        return loaded, blobs
+
+    def _cached_or_load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
+        """A checkpoint's content from the cache, else read and verified (None: gone)."""
+        return self._cache.content(checkpoint_id) or self._load(checkpoint_id)
+
+    def _content(
+        self, ckpt_id: str, hot: tuple[Loaded, bytes] | None = None
+    ) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
+        """The verified content of a ckptdb checkpoint (cached, or read and verified once)
+        and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
+        callers never share objects); None when the checkpoint no longer exists. ``hot``:
+        its spliced cache entry if the caller already took it."""
+        if hot is None:
+            hot = self._cache.spliced(ckpt_id)
+        if hot is not None:
+            spliced_hot = hot[1]
+            return hot[0], lambda: self._checkpoint_of(spliced_hot)
+        hit = self._cached_or_load(ckpt_id)
+        if hit is None:
+            return None
+        loaded, blobs = hit
+        spliced = _spliced(loaded, blobs)
+        if spliced is not None:
+            self._cache.put_spliced(ckpt_id, spliced)
+            return loaded, lambda: self._checkpoint_of(spliced)
+
+        def build() -> Checkpoint:
+            checkpoint = cast(Checkpoint, loads(self.serde, *loaded.checkpoint))
+            values = {ch: loads(self.serde, t, d) for ch, (t, d) in loaded.values.items()}
+            for ch, (type_, digest) in loaded.blobs.items():
+                values[ch] = loads(self.serde, type_, blobs[digest])
+            checkpoint["channel_values"] = values
+            return checkpoint
+
+        return loaded, build
+
+    def _checkpoint_of(self, spliced: bytes) -> Checkpoint:
+        checkpoint = loads(self.serde, "msgpack", spliced)
+        if not isinstance(checkpoint, dict):  # pragma: no cover - splice checks the map
+            raise errors.CorruptionError("a stored LangGraph checkpoint is not a map")
+        return cast(Checkpoint, checkpoint)
