@@ -272,7 +272,7 @@ class Database:
         if base is not None:
             validation.checkpoint_id(base)
         if type(reason) is not str or not 0 < len(reason) <= 200:
-            validation.reason(reason)  # the error
+            _reason(reason)  # the error
         plan = commit_op.CommitPlan(
             validation.namespace(namespace),
             validation.entry_names(entries),

@@ -135,13 +135,6 @@ def entry_names(entries: object) -> list[str]:
     return names
 
 
-def reason(value: object) -> str:
-    """A pointer move's reason: a non-empty str of at most 200 characters."""
-    if type(value) is not str or not value or len(value) > 200:
-        raise errors.InvalidInputError("reason must be a non-empty str of at most 200 chars")
-    return value
-
-
 def entry_names_consistent(names: Iterable[str]) -> None:
     """Refuse a set of names in which one name is also a directory of another ('a', 'a/b'),
     which could not be materialized as files."""
