@@ -47,44 +47,34 @@ class Writes(Publish, PendingWrites):
         namespace = self._namespace(config, thread_id, ns) if state is None else state.namespace
         parent = conf.get("checkpoint_id") or None
         parent_id = None if parent is None else str(parent)
-        entries, encoded = self._encode(
-            checkpoint, parent_id, namespace, {} if state is None else state.channels
-        )
         md = get_checkpoint_metadata(config, metadata)
         run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
-        try:
-            self._commit(
-                namespace,
-                thread_id,
-                ns,
-                checkpoint_id,
-                parent_id,
-                run,
-                entries,
-                ck_meta,
-                "lg.put",
-                state=state,
-                put=(encoded, md),
-            )
-        except errors.BlobMissingError:
-            # A blob this put re-used was collected meanwhile (prune, maybe in another
-            # process): send every value again.
-            if state is not None:
-                state = ThreadState(state.namespace, state.confirmed, state.last_put, {})
-            entries, encoded = self._encode(checkpoint, parent_id, namespace, {})
-            self._commit(
-                namespace,
-                thread_id,
-                ns,
-                checkpoint_id,
-                parent_id,
-                run,
-                entries,
-                ck_meta,
-                "lg.put",
-                state=state,
-                put=(encoded, md),
-            )
+        channels = {} if state is None else state.channels
+        for attempt in (1, 2):
+            entries, encoded = self._encode(checkpoint, parent_id, namespace, channels)
+            try:
+                self._commit(
+                    namespace,
+                    thread_id,
+                    ns,
+                    checkpoint_id,
+                    parent_id,
+                    run,
+                    entries,
+                    ck_meta,
+                    "lg.put",
+                    state=state,
+                    put=(encoded, md),
+                )
+                break
+            except errors.BlobMissingError:
+                # A blob this put re-used was collected meanwhile (prune, maybe in another
+                # process): send every value again, once.
+                if attempt == 2:
+                    raise
+                if state is not None:
+                    state = ThreadState(state.namespace, state.confirmed, state.last_put, {})
+                channels = {}
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
