@@ -290,3 +290,14 @@ def test_core_tables_are_the_core_schema() -> None:
     }
     live = {name.split()[-1] for name in created - dropped if not name.endswith("_new")}
     assert live == CORE_TABLES
+
+
+def test_cached_pointers_are_bounded(db: ckptdb.Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ckptdb.ops import handle as handle_module
+
+    monkeypatch.setattr(handle_module, "HEADS_CACHE", 3)
+    first = {n: db.commit(f"ns{n}", {"v": b"1"}).checkpoint_id for n in range(8)}
+    assert list(db._handle.heads) == ["ns5", "ns6", "ns7"]  # the newest three
+    for n in range(8):  # evicted or not, the next commit starts from the true CURRENT
+        assert db.commit(f"ns{n}", {"v": b"2"}).parent_id == first[n]
+    assert len(db._handle.heads) == 3

@@ -160,7 +160,7 @@ def commit(handle: Handle, plan: CommitPlan) -> models.CommitAck:
             except errors.CommitOutcomeUnknownError as exc:
                 handle.forget_heads()
                 return _resolve_unknown_outcome(handle, plan, exc)
-            handle.heads.update(tx.moved)  # only once COMMIT returned
+            handle.remember_heads(tx.moved)  # only once COMMIT returned
             return ack
         finally:
             handle.owner = outer  # what Handle.use does on leaving

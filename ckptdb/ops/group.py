@@ -344,7 +344,7 @@ class GroupCommit:
             return
         # COMMIT returned: every published member is durable; only now is it acknowledged
         # (and its pointer cached, in publication order: the last move of a namespace wins).
-        tx.handle.heads.update(tx.moved)
+        tx.handle.remember_heads(tx.moved)
         self.commits += len(published)
         for req, ack in published:
             req.succeed(ack)

@@ -30,6 +30,8 @@ from .unit import Clock, system_clock
 
 #: Verified manifests remembered per handle.
 MANIFEST_CACHE = 4096
+#: Pointers remembered per handle (the namespaces it committed to last).
+HEADS_CACHE = 4096
 
 
 class Handle:
@@ -196,6 +198,16 @@ class Handle:
                 self._scoped = True
 
         conn.on_write_begin = begin
+
+    def remember_heads(self, moved: dict[str, PointerRow]) -> None:
+        """Cache the pointers a unit's commits moved, once its COMMIT returned (bounded:
+        the namespaces committed to longest ago go first)."""
+        heads = self.heads
+        for namespace, ptr in moved.items():
+            heads.pop(namespace, None)  # re-inserted: the newest at the end
+            heads[namespace] = ptr
+        while len(heads) > HEADS_CACHE:
+            del heads[next(iter(heads))]
 
     def forget_heads(self) -> None:
         """Drop the cached pointers (this handle moved or deleted pointers by other means
