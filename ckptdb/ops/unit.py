@@ -21,8 +21,9 @@ Three ways to begin one, all here:
   ``snapshot=False`` none: each statement reads its own (one-statement reads);
 * :func:`holding` -- the handle and no transaction, for the few operations that run many
   short transactions of their own (GC's batches, verify's pages, migrations, transfers,
-  staging a large value); they open each one through :meth:`Unit.write_batch` /
-  :meth:`Unit.read_batch`, so even there the transaction is opened here.
+  staging a large value); each of those is opened by the operation itself, in ``ops/``
+  (:meth:`Unit.write_batch` / :meth:`Unit.read_batch`, or the connection's own helpers
+  where a batch runs on another connection), never by ``store/``.
 
 The clock is injectable (``ckptdb.open(..., clock=...)``): GC's grace period, ``keep_within``
 and every ``*_at`` column read it and nothing else.
