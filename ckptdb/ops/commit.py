@@ -22,7 +22,7 @@ from ..store.blobs import BlobStore, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
 from ..store.receipts import store_receipt
 from ..store.rows import CurrentSummary, PointerRow
-from ..types import Addressed, Entry, _Unset
+from ..types import Entry, _Unset
 from . import quota
 from .handle import Handle
 from .prepare import INLINE_BUDGET, inline, prepare_value
@@ -114,13 +114,8 @@ def prepare(blobs: BlobStore, plan: CommitPlan, scope: Scope, now_ms: int) -> No
         media_type = schema = None
         if type(value) is Entry:
             media_type, schema, value = value.media_type, value.schema_pin, value.value
-        kind = type(value)
-        if kind is bytes and len(value) <= inline_limit:
+        if type(value) is bytes and len(value) <= inline_limit:
             blob = inline(value, scope)  # the common case, without the dispatch
-        elif kind is Addressed and len(value.data) <= inline_limit:
-            blob = inline(
-                value.data, scope, value.digest if value.scope_id == scope.scope_id else None
-            )
         else:
             blob = prepare_value(
                 blobs, value, budget, now_ms, None if counter is None else counter.read, scope
