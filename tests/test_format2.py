@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import errors
-from ckptdb.store.blobs import EncodedChunk, EncodingCache
+from ckptdb.store.encoding import EncodedChunk, EncodingCache
 
 
 def _messages(rng: random.Random, n: int) -> list[dict[str, str]]:

@@ -16,10 +16,10 @@ from conftest import raw_sql
 
 import ckptdb
 from ckptdb import canonical, errors
-from ckptdb.store import blobs
+from ckptdb.store import blob_reader
 
 #: Large enough for the pipelined reader (helper threads, read-ahead of several windows).
-SIZE = 3 * blobs.PARALLEL_READ_MIN
+SIZE = 3 * blob_reader.PARALLEL_READ_MIN
 KEY = bytes(range(32))
 
 

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptdb
-from ckptdb.store import blobs, codec, crypto
+from ckptdb.store import codec, crypto, encoding
 
 KEY = bytes(range(32))
 KEY_ID = "k"
@@ -424,16 +424,16 @@ def _interleaved_best(fns: dict[str, Callable[[], object]], budget_s: float) -> 
 def _chain_row(raw: bytes, compress: bool, budget_s: float) -> dict[str, Any]:
     scopes = {"plain": crypto.PLAINTEXT, "enc": crypto.Scope.unlocked(1, KEY_ID, os.urandom(32))}
     chunks = {
-        side: blobs.EncodedChunk.of(raw, compress=compress, scope=scope)
+        side: encoding.EncodedChunk.of(raw, compress=compress, scope=scope)
         for side, scope in scopes.items()
     }
 
     def encoder(scope: crypto.Scope) -> Callable[[], object]:
-        return lambda: blobs.EncodedChunk.of(raw, compress=compress, scope=scope)
+        return lambda: encoding.EncodedChunk.of(raw, compress=compress, scope=scope)
 
-    def decoder(scope: crypto.Scope, chunk: blobs.EncodedChunk) -> Callable[[], object]:
+    def decoder(scope: crypto.Scope, chunk: encoding.EncodedChunk) -> Callable[[], object]:
         def decode() -> bytes:
-            data = blobs.decoded(chunk.codec, chunk.stored, chunk.size, scope, chunk.digest)
+            data = encoding.decoded(chunk.codec, chunk.stored, chunk.size, scope, chunk.digest)
             assert data is not None and scope.address(data) == chunk.digest
             return data
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 
 from .. import errors, keyids, models, validation
-from ..store import blobs, checkpoints, crypto, receipts, scopes
+from ..store import blob_scans, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
 from . import gc
 from .handle import Handle
@@ -290,7 +290,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
                 dropped.append(name)
         # 3. Staged or orphaned records of the scope.
         with conn.write_transaction():
-            blobs_deleted, chunks_deleted = blobs.delete_scope_records(conn, row.scope_id)
+            blobs_deleted, chunks_deleted = blob_scans.delete_scope_records(conn, row.scope_id)
         # 4. Free pages go back to the OS (zeroed first: secure_delete); then the WAL is
         # emptied with the receipt as its first transaction, so no earlier frame with the
         # wrapped key or the scope's bytes stays on disk.

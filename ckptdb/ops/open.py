@@ -17,7 +17,7 @@ from ..connection import (
     open_connection,
     open_probe,
 )
-from ..store import blobs, checkpoints, migrations, schema, settings
+from ..store import blob_scans, checkpoints, migrations, schema, settings
 from ..store.scopes import KeyProvider, Keyring
 from . import migrate as migrate_op
 from .handle import Handle
@@ -66,7 +66,9 @@ def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, wr
         return
 
     def stores_nothing() -> bool:
-        stored = checkpoints.count(conn) + blobs.count_blobs(conn) + blobs.count_chunks(conn)
+        stored = (
+            checkpoints.count(conn) + blob_scans.count_blobs(conn) + blob_scans.count_chunks(conn)
+        )
         return stored == 0 and not settings.has_chunk_size(conn)
 
     if not write:

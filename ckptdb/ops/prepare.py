@@ -21,8 +21,10 @@ from typing import IO, Any
 
 from .. import errors
 from ..store import codec
-from ..store.blobs import BackgroundHash, BlobStore, DigestList, EncodedChunk, PreparedBlob
+from ..store.blobs import BlobStore, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
+from ..store.digests import BackgroundHash, DigestList
+from ..store.encoding import EncodedChunk
 from ..types import Addressed, BlobRef
 from .progress import CountingReader
 

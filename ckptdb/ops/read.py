@@ -14,7 +14,7 @@ import io
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..store.blobs import ChunkedBlobReader
+from ..store.blob_reader import ChunkedBlobReader
 from ..store.rows import EntryRow
 from .handle import Handle
 from .unit import reading

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import models
-from ..store import blobs, checkpoints, pointers, quotas
+from ..store import blob_scans, checkpoints, pointers, quotas
 from .unit import Unit, reads
 
 
@@ -24,10 +24,10 @@ def collect(tx: Unit, path: str) -> models.Stats:
     counts = (
         pointers.count(conn),
         checkpoints.count(conn),
-        blobs.count_blobs(conn),
-        blobs.count_chunks(conn),
+        blob_scans.count_blobs(conn),
+        blob_scans.count_chunks(conn),
         checkpoints.logical_bytes(conn),
-        *blobs.stored_bytes(conn),
+        *blob_scans.stored_bytes(conn),
     )
     page_size = int(conn.pragma("page_size"))
     page_count = int(conn.pragma("page_count"))

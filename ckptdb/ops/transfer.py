@@ -20,7 +20,7 @@ from ..canonical import chunk_list_digest
 from ..connection import Connection
 from ..files import fsync_directory
 from ..store import checkpoints, pointers
-from ..store.blobs import EncodedChunk, decoded, verified_inline
+from ..store.encoding import EncodedChunk, decoded, verified_inline
 from ..store.receipts import store_receipt
 from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
 from ..types import Progress

@@ -10,7 +10,16 @@ from typing import Any, TypeVar
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
-from ..store import CORE_TABLES, blobs, checkpoints, migrations, pointers, receipts, schema
+from ..store import (
+    CORE_TABLES,
+    blob_scans,
+    checkpoints,
+    encoding,
+    migrations,
+    pointers,
+    receipts,
+    schema,
+)
 from ..store.crypto import PLAINTEXT, Scope
 from ..store.rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, typed
 from ..store.scopes import Keyring
@@ -149,9 +158,9 @@ def _chunks(
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
     # Progress of this phase is in stored bytes (it is the one that reads them).
-    total = blobs.stored_bytes(conn)[1] if progress is not None else 0
+    total = blob_scans.stored_bytes(conn)[1] if progress is not None else 0
     checked = done = 0
-    for row in blobs.iter_chunks_with_bytes(conn):
+    for row in blob_scans.iter_chunks_with_bytes(conn):
         chunk_id, digest, size, codec_id, stored_size, data, scope_id, sealed_digest = row
         checked += 1
         if not (
@@ -173,7 +182,7 @@ def _chunks(
         elif (scope := scopes.get(scope_id)) is None:
             report.bytes_checked += len(data)  # sealed bytes intact; opening needs the key
         else:
-            raw = blobs.decoded(codec_id, data, size, scope, digest)
+            raw = encoding.decoded(codec_id, data, size, scope, digest)
             report.bytes_checked += len(raw) if raw is not None else 0
             if (
                 raw is None
@@ -200,9 +209,9 @@ def _blobs(
 ) -> tuple[set[int], int]:
     """Verify every blob (inline bytes, or its chunk list and whole digest)."""
     bad: set[int] = set()
-    total = blobs.count_blobs(conn)
+    total = blob_scans.count_blobs(conn)
     checked = 0
-    for row in blobs.iter_blob_rows(conn, with_inline=not quick):
+    for row in blob_scans.iter_blob_rows(conn, with_inline=not quick):
         blob_id, digest, size, chunk_count, list_digest, inline, codec_id, scope_id, sealed = row
         checked += 1
         if progress is not None:
@@ -229,7 +238,7 @@ def _blobs(
                 report.bytes_checked += len(inline or b"")
                 continue
             data = (
-                blobs.decoded(codec_id, inline, size, scope, digest, blob=True)
+                encoding.decoded(codec_id, inline, size, scope, digest, blob=True)
                 if inline is not None
                 else None
             )
@@ -239,7 +248,7 @@ def _blobs(
             else:
                 report.bytes_checked += len(data)
             continue
-        chunks = blobs.chunk_rows_of(conn, blob_id)
+        chunks = blob_scans.chunk_rows_of(conn, blob_id)
         if (
             len(chunks) != chunk_count
             or [r[0] for r in chunks] != list(range(chunk_count))
@@ -261,7 +270,7 @@ def _blobs(
             continue  # every chunk's sealed bytes were checked; the whole needs the key
         whole = scope.hasher()
         for r in chunks:
-            whole.update(blobs.chunk_raw(conn, r[1], scope) or b"")
+            whole.update(blob_scans.chunk_raw(conn, r[1], scope) or b"")
         if whole.hexdigest() != digest:
             bad.add(blob_id)
             report.add("blob_corrupt", "the chunks do not add up to the blob digest", digest=digest)

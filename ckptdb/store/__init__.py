@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..connection import Connection
-from .blobs import BlobStore, EncodingCache
+from .blobs import BlobStore
 from .chunking import Chunker, FixedChunker
+from .encoding import EncodingCache
 from .quotas import QuotaCache
 from .scopes import Keyring
 

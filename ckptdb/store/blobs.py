@@ -30,46 +30,11 @@ from dataclasses import dataclass
 from .. import canonical, errors
 from ..connection import Connection
 from . import codec
-from .blob_reader import PARALLEL_READ_MIN, ChunkedBlobReader
 from .blob_reads import BlobReads
-from .blob_scans import (
-    chunk_raw,
-    chunk_rows_of,
-    count_blobs,
-    count_chunks,
-    delete_scope_records,
-    iter_blob_rows,
-    iter_chunks_with_bytes,
-    stored_bytes,
-)
 from .chunking import Chunker
 from .crypto import PLAINTEXT, Scope
-from .digests import BackgroundHash, DigestList
 from .encoding import EncodedChunk, EncodingCache, decoded, verified_inline
 from .scopes import Keyring
-
-# BlobStore and PreparedBlob, and the names of the family that ops/, tests and tools import
-# from here (defined in the modules above).
-__all__ = [
-    "PARALLEL_READ_MIN",
-    "BackgroundHash",
-    "BlobStore",
-    "ChunkedBlobReader",
-    "DigestList",
-    "EncodedChunk",
-    "EncodingCache",
-    "PreparedBlob",
-    "chunk_raw",
-    "chunk_rows_of",
-    "count_blobs",
-    "count_chunks",
-    "decoded",
-    "delete_scope_records",
-    "iter_blob_rows",
-    "iter_chunks_with_bytes",
-    "stored_bytes",
-    "verified_inline",
-]
 
 #: Digests looked up, and chunk-list rows written, per statement batch.
 _ID_BATCH = 500
