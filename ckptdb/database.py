@@ -31,6 +31,7 @@ from .ops import pins as pin_op
 from .ops import policies as policy_op
 from .ops import query as query_module
 from .ops import quota as quota_op
+from .ops import read as read_op
 from .ops import receipts as receipt_op
 from .ops import refs, stats, transfer, verify
 from .ops import rollback as rollback_op
@@ -393,6 +394,20 @@ class Database:
     def get(self, checkpoint_id: str) -> Checkpoint:
         """Any stored checkpoint by full id (see :meth:`resolve` for short forms)."""
         return refs.get(self._handle, validation.checkpoint_id(checkpoint_id))
+
+    def get_many(self, checkpoint_ids: Iterable[str]) -> dict[str, Checkpoint]:
+        """The stored checkpoints among these full ids, by id, in the order given (the
+        missing ones -- never stored, or collected -- left out); one read for all of them,
+        each manifest checked against its id as :meth:`get` does."""
+        ids = list(dict.fromkeys(validation.checkpoint_id(c) for c in checkpoint_ids))
+        return refs.get_many(self._handle, ids) if ids else {}
+
+    def read_many(self, wanted: Iterable[tuple[Checkpoint, str]]) -> list[bytes]:
+        """The bytes of many entries, each a (checkpoint, entry name) pair, verified as
+        :meth:`Checkpoint.read` does, in order; one read for all of them (the small ones in
+        one statement). Raises EntryNotFoundError for a name a checkpoint lacks."""
+        located = [(cp.id, cp.entry_row(name)) for cp, name in wanted]
+        return read_op.read_entries(self._handle, located) if located else []
 
     def existing(self, checkpoint_ids: Iterable[str]) -> set[str]:
         """Which of these full checkpoint ids are stored, in one read (for a caller that

@@ -6,23 +6,30 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from . import models
+from . import canonical, models
 from .ops.verify import register_hook
-from .store.crypto import Scope
+from .store.crypto import SEALED_METADATA, Scope
 from .store.rows import check_types
 from .types import Addressed
 from .validation import metadata_from_json
 
 __all__ = [
+    "SEALED_METADATA",
     "Addressed",
     "Params",
     "RecordSealer",
     "Row",
     "Session",
+    "canonical_json",
     "check_types",
     "metadata_from_json",
     "register_verify_hook",
 ]
+
+#: How ckptdb writes metadata: canonical JSON text (sorted keys, no spaces, no escaping of
+#: non-ASCII), the very text the checkpoint id covers -- so a key and value spelled with it
+#: can be searched for in the stored text.
+canonical_json: Callable[[Any], str] = canonical.dumps
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any]

@@ -21,8 +21,8 @@ def cfg(thread: str, checkpoint_id: str | None = None) -> Any:
     return {"configurable": conf}
 
 
-def _chain(saver: CkptdbSaver, n: int) -> list[Any]:
-    config, out = cfg("t"), []
+def _chain(saver: CkptdbSaver, n: int, thread: str = "t") -> list[Any]:
+    config, out = cfg(thread), []
     for i in range(n):
         cp = empty_checkpoint()
         cp["id"] = f"1ef2{i:04}-0000-6000-8000-000000000000"
@@ -52,10 +52,10 @@ def test_the_hot_path_reads_back_what_it_wrote_without_reading_blobs(
     with CkptdbSaver(tmp_path / "hot.ckpt") as saver:
         configs = _chain(saver, 3)
 
-        def no_get(checkpoint_id: str) -> Any:
+        def no_get(checkpoint_ids: Any) -> Any:
             raise AssertionError("get_tuple re-read a checkpoint this saver just wrote")
 
-        monkeypatch.setattr(saver.db, "get", no_get)
+        monkeypatch.setattr(saver.db, "get_many", no_get)
         latest = saver.get_tuple(cfg("t"))
         assert latest is not None
         assert latest.config == configs[-1]
@@ -89,6 +89,83 @@ def test_list_and_get_tuple_run_a_constant_number_of_statements(
         assert saver.get_tuple(cfg("t", cold[5].checkpoint["id"])) is not None
         assert len(seen) <= 4
     assert ten <= 6, seen
+
+
+def test_cold_reads_filters_and_deletes_run_a_constant_number_of_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server reads threads it has not touched since it started: a page of history, a
+    # metadata search and a delete must not cost a statement per checkpoint.
+    path = tmp_path / "cold.ckpt"
+    with CkptdbSaver(path) as writer:
+        _chain(writer, 3, "short")
+        _chain(writer, 30, "long")
+    counts: dict[str, list[int]] = {}
+    for thread, n in (("short", 3), ("long", 30)):
+        with CkptdbSaver(path) as saver:  # nothing cached
+            seen = _count_statements(saver, monkeypatch)
+            page = list(saver.list(cfg(thread), limit=50))
+            assert [t.metadata["step"] for t in page] == list(range(n - 1, -1, -1))
+            assert all(t.pending_writes for t in page)
+            listed = len(seen)
+            seen.clear()
+            found = list(saver.list(None, filter={"step": 2, "source": "loop"}))
+            alive = ["long", "short"] if thread == "short" else ["long"]  # short went first
+            assert sorted(t.config["configurable"]["thread_id"] for t in found) == alive
+            searched = len(seen)
+            seen.clear()
+            saver.delete_thread(thread)
+            assert saver.get_tuple(cfg(thread)) is None
+            counts[thread] = [listed, searched, len(seen)]
+            monkeypatch.undo()
+    assert counts["short"][0] == counts["long"][0], counts
+    assert counts["short"][2] == counts["long"][2], counts
+    assert counts["long"][1] <= 10, counts  # the search ran in SQL, not per checkpoint
+
+
+@pytest.mark.parametrize(
+    "wanted",
+    [
+        {"step": 1},
+        {"step": 1.0},
+        {"step": True},
+        {"flag": 1},
+        {"flag": True},
+        {"flag": 0},
+        {"flag": None},
+        {"name": 'quote " and \\ back'},
+        {"name": "é"},
+        {"nested": {"a": [1, 2]}},
+        {"step": 2, "name": "é"},
+        {'odd "key"': 5},
+        {"missing": None, "step": 3},
+    ],
+)
+def test_a_metadata_filter_matches_what_python_equality_says(
+    tmp_path: Path, wanted: dict[str, Any]
+) -> None:
+    # SQL narrows the search (instr on the canonical text, json_extract); every answer is
+    # still what comparing the metadata in Python gives, for every kind of value.
+    values: list[dict[str, Any]] = [
+        {"step": 1, "flag": True, "name": "é"},
+        {"step": 1.0, "flag": 1, "name": 'quote " and \\ back'},
+        {"step": 2, "flag": 0, "name": "é", "nested": {"a": [1, 2]}},
+        {"step": 3, "flag": None, 'odd "key"': 5},
+        {"step": 10, "flag": False, "name": "e"},
+        {"step": 21},
+    ]
+    with CkptdbSaver(tmp_path / "f.ckpt") as saver:
+        for i, meta in enumerate(values):
+            cp = empty_checkpoint()
+            cp["id"] = f"1ef2{i:04}-0000-6000-8000-000000000000"
+            saver.put(cfg(f"t{i}"), cp, meta, {})
+        expected = sorted(
+            f"t{i}"
+            for i, meta in enumerate(values)
+            if all(meta.get(k) == v for k, v in wanted.items())
+        )
+        got = sorted(t.config["configurable"]["thread_id"] for t in saver.list(None, filter=wanted))
+        assert got == expected
 
 
 def test_a_cached_checkpoint_collected_outside_the_saver_reads_as_gone(tmp_path: Path) -> None:
@@ -197,18 +274,18 @@ def test_get_tuple_by_id_is_consistent_when_a_gc_runs_between_its_reads(
     with CkptdbSaver(path) as writer:
         configs = _chain(writer, 5)
         with CkptdbSaver(ckptdb.open(path)) as reader:
-            real_get = reader.db.get
+            real_get = reader.db.get_many
             collected: list[int] = []
 
-            def get_then_gc(checkpoint_id: str) -> Any:
-                found = real_get(checkpoint_id)
+            def get_then_gc(checkpoint_ids: Any) -> Any:
+                found = real_get(checkpoint_ids)
                 report = writer.db.gc(
                     ckptdb.RetentionPolicy(keep_last=1), namespaces=["langgraph/t"], grace=0
                 )
                 collected.append(report.checkpoints_deleted)
                 return found
 
-            monkeypatch.setattr(reader.db, "get", get_then_gc)
+            monkeypatch.setattr(reader.db, "get_many", get_then_gc)
             first = reader.get_tuple(configs[0])
             assert collected and collected[0] >= 1  # the oldest really went meanwhile
             assert first is not None

@@ -45,7 +45,7 @@ class Checkpoint:
     against that digest before returning them.
     """
 
-    __slots__ = ("_entries", "_handle", "_info", "_row")
+    __slots__ = ("_entries", "_handle", "_info", "_metadata", "_row")
 
     def __init__(
         self,
@@ -61,7 +61,10 @@ class Checkpoint:
         self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}
-        self._info = checkpoint_info(row, entries, metadata_of(handle, row))
+        # The manifest model (metadata parsed and opened, entries as models) is built on
+        # first use: a reader that only wants bytes -- a LangGraph page -- never pays for it.
+        self._info: models.CheckpointInfo | None = None
+        self._metadata: dict[str, Any] | None = None
 
     # -- manifest ------------------------------------------------------------------------
 
@@ -88,13 +91,13 @@ class Checkpoint:
     @property
     def created_at(self) -> datetime:
         """When it was first committed (UTC). Not part of the id."""
-        return self._info.created_at
+        return self._model().created_at
 
     @property
     def metadata(self) -> dict[str, Any]:
         """A copy of the metadata given at commit (still sealed, ``{"ckptdb:sealed": ...}``,
         in a scope that seals metadata when this handle lacks its key)."""
-        return json.loads(json.dumps(self._info.metadata))  # type: ignore[no-any-return]
+        return json.loads(json.dumps(self._opened_metadata()))  # type: ignore[no-any-return]
 
     @property
     def code_revision(self) -> str | None:
@@ -105,7 +108,7 @@ class Checkpoint:
     @property
     def entries(self) -> Mapping[str, models.EntryInfo]:
         """Entries by name, in name order."""
-        return MappingProxyType({e.name: e for e in self._info.entries})
+        return MappingProxyType({e.name: e for e in self._model().entries})
 
     @property
     def total_size(self) -> int:
@@ -115,7 +118,18 @@ class Checkpoint:
     @property
     def info(self) -> models.CheckpointInfo:
         """The manifest as a pydantic model (JSON-serializable)."""
+        return self._model()
+
+    def _model(self) -> models.CheckpointInfo:
+        if self._info is None:
+            entries = list(self._entries.values())
+            self._info = checkpoint_info(self._row, entries, self._opened_metadata())
         return self._info
+
+    def _opened_metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            self._metadata = metadata_of(self._handle, self._row)
+        return self._metadata
 
     def __repr__(self) -> str:
         return (
@@ -131,7 +145,9 @@ class Checkpoint:
 
     # -- bytes -----------------------------------------------------------------------------
 
-    def _entry(self, name: str) -> EntryRow:
+    def entry_row(self, name: str) -> EntryRow:
+        """The stored row of an entry (for reads batched across checkpoints), or
+        EntryNotFoundError."""
         try:
             return self._entries[name]
         except KeyError:
@@ -145,23 +161,23 @@ class Checkpoint:
     def read(self, name: str) -> bytes:
         """All bytes of an entry, verified against its digest. Raises CorruptionError (never
         returns wrong bytes) and EntryNotFoundError."""
-        return read.read_entry(self._handle, self.id, self._entry(name))
+        return read.read_entry(self._handle, self.id, self.entry_row(name))
 
     def open(self, name: str) -> IO[bytes]:
         """A binary stream over an entry that verifies each piece before returning it.
 
         Memory stays bounded by one chunk whatever the entry size.
         """
-        return read.open_entry(self._handle, self.id, self._entry(name))
+        return read.open_entry(self._handle, self.id, self.entry_row(name))
 
     def ref(self, name: str) -> BlobRef:
         """A reference to an entry's stored content, to commit it again without its bytes."""
-        entry = self._entry(name)
+        entry = self.entry_row(name)
         return BlobRef(entry.digest, entry.size)
 
     def iter_bytes(self, name: str) -> Iterator[bytes]:
         """The entry's bytes as verified pieces (at most one chunk each)."""
-        return read.iter_entry(self._handle, self.id, self._entry(name))
+        return read.iter_entry(self._handle, self.id, self.entry_row(name))
 
     def verify(self) -> None:
         """Read and verify every entry; raise CorruptionError for the first bad one."""

@@ -67,6 +67,10 @@ SWEEP_WAL_BYTES = 64 * 1024 * 1024
 #: tables); see bulk_delete_settings.
 SWEEP_TEMP_STORE = 2
 VACUUM_STEP_PAGES = 1024
+#: A small deletion returns free pages to the OS (and truncates the WAL) only beyond this
+#: many: fewer stay on the free list for the next commits to reuse, which costs nothing,
+#: where giving them back costs a vacuum step and a WAL checkpoint per deletion.
+RECLAIM_MIN_PAGES = 256
 MAX_IDS_IN_RECEIPT = 1_000
 
 
@@ -552,6 +556,21 @@ def delete_selected(
     if dry_run:
         with conn.read_transaction():
             swept = estimate(conn, doomed, cutoff_ms)
+    elif len(doomed) <= SWEEP_BATCH:
+        # A small deletion (a LangGraph thread, a namespace of a few hundred checkpoints)
+        # is one transaction: the pointer, the checkpoints, what becomes unreferenced and
+        # the receipt commit together, without the bulk settings a long sweep needs.
+        with conn.write_transaction():
+            if prologue is not None:
+                prologue()
+            swept = delete_batch(conn, doomed, cutoff_ms)
+            swept.deleted_ids.sort()
+            GcBatch.drop_tables(conn)
+            receipt_id = _store_deletion_receipt(
+                conn, kind, namespaces, skipped, swept, now_ms, epilogue
+            )
+        if int(conn.pragma("freelist_count")) > RECLAIM_MIN_PAGES:
+            reclaim(conn)
     else:
         if prologue is not None:
             with conn.write_transaction():
@@ -560,26 +579,10 @@ def delete_selected(
         with bulk_delete_settings(conn):
             sweep(conn, doomed, cutoff_ms, swept)
         swept.deleted_ids.sort()  # once: the receipt and the report sort again (now O(n))
-        body: dict[str, Any] = {
-            "namespaces": namespaces,
-            "checkpoints_deleted": len(swept.deleted_ids),
-            "skipped": [s.checkpoint_id for s in skipped],
-            "blobs_deleted": swept.blobs,
-            "chunks_deleted": swept.chunks,
-            "bytes_freed": swept.bytes_freed,
-            **receipt_ids(swept.deleted_ids),
-        }
         with conn.write_transaction():
             GcBatch.drop_tables(conn)
-            if epilogue is not None:
-                epilogue()
-            receipt_id = store_receipt(
-                conn,
-                kind,
-                body,
-                namespace=namespaces[0] if len(namespaces) == 1 else None,
-                checkpoint_id=None,
-                at_ms=now_ms,
+            receipt_id = _store_deletion_receipt(
+                conn, kind, namespaces, skipped, swept, now_ms, epilogue
             )
         reclaim(conn)
     return models.PruneReport(
@@ -594,6 +597,38 @@ def delete_selected(
         chunks_deleted=swept.chunks,
         bytes_freed=swept.bytes_freed,
         at=models.from_ms(now_ms),
+    )
+
+
+def _store_deletion_receipt(
+    conn: Connection,
+    kind: str,
+    namespaces: list[str],
+    skipped: list[models.Rejection],
+    swept: Sweep,
+    now_ms: int,
+    epilogue: Callable[[], None] | None,
+) -> int:
+    """Run ``epilogue`` and store the receipt of a deletion (inside the caller's write
+    transaction); returns the receipt's id."""
+    body: dict[str, Any] = {
+        "namespaces": namespaces,
+        "checkpoints_deleted": len(swept.deleted_ids),
+        "skipped": [s.checkpoint_id for s in skipped],
+        "blobs_deleted": swept.blobs,
+        "chunks_deleted": swept.chunks,
+        "bytes_freed": swept.bytes_freed,
+        **receipt_ids(swept.deleted_ids),
+    }
+    if epilogue is not None:
+        epilogue()
+    return store_receipt(
+        conn,
+        kind,
+        body,
+        namespace=namespaces[0] if len(namespaces) == 1 else None,
+        checkpoint_id=None,
+        at_ms=now_ms,
     )
 
 

@@ -11,7 +11,7 @@ decoding and hashing run on the reader's helper threads, outside the lock.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from ..store.blob_reader import ChunkedBlobReader
@@ -25,6 +25,18 @@ def read_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> bytes:
     where = {"checkpoint_id": checkpoint_id, "entry": entry.name}
     with reading(handle) as tx:
         return tx.blobs.read_all(entry.blob_id, entry.digest, entry.size, where)
+
+
+def read_entries(handle: Handle, wanted: Sequence[tuple[str, EntryRow]]) -> list[bytes]:
+    """The bytes of many entries -- (checkpoint id, entry) each -- verified, in order, in
+    one read snapshot (the small ones in one statement)."""
+    with reading(handle) as tx:
+        return tx.blobs.read_many(
+            [
+                (e.blob_id, e.digest, e.size, {"checkpoint_id": cid, "entry": e.name})
+                for cid, e in wanted
+            ]
+        )
 
 
 def open_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> IO[bytes]:

@@ -39,6 +39,29 @@ def get(tx: Unit, checkpoint_id: str) -> Checkpoint:
     return checkpoint(tx, checkpoints.require_checkpoint(tx.conn, checkpoint_id))
 
 
+@reads
+def get_many(tx: Unit, checkpoint_ids: list[str]) -> dict[str, Checkpoint]:
+    """The stored checkpoints among these full ids, by id (the missing ones left out), each
+    manifest checked against its id: one statement for the rows and one for the entries of
+    those this handle has not verified before, whatever their number."""
+    rows = checkpoints.checkpoints_by_ids(tx.conn, checkpoint_ids)
+    found: dict[str, Checkpoint] = {}
+    unverified: list[CheckpointRow] = []
+    for row in rows.values():
+        entries = tx.handle.verified_manifest(row)
+        if entries is None:
+            unverified.append(row)
+        else:
+            found[row.id] = Checkpoint(tx.handle, row, entries, verified=True)
+    if unverified:
+        entries_by_seq = checkpoints.entries_of_many(tx.conn, [r.seq for r in unverified])
+        for row in unverified:
+            entries = entries_by_seq[row.seq]
+            found[row.id] = Checkpoint(tx.handle, row, entries)
+            tx.handle.remember_manifest(row, entries)
+    return {c: found[c] for c in checkpoint_ids if c in found}
+
+
 @holds()
 def existing(tx: Unit, checkpoint_ids: list[str]) -> set[str]:
     """Which of these full checkpoint ids are stored."""

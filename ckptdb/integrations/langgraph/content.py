@@ -32,46 +32,62 @@ class Content(SaverCore):
     def _load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
         """Read (and verify, through ckptdb) one checkpoint's content and cache it; None
         when it no longer exists."""
-        try:
-            cp = self.db.get(checkpoint_id)
-        except errors.CheckpointNotFoundError:
-            return None  # collected outside the saver (e.g. `ckptdb gc`): treat as gone
-        stored_meta = cp.metadata.get("langgraph")
-        raw = cp.read(_layout.ENVELOPE_ENTRY)
-        env = _layout.decode_envelope(raw, cp.id)
-        blobs: dict[str, bytes] = {}
-        refs: dict[str, tuple[str, str]] = {}
-        for ch, (entry, type_) in env.blobs.items():
-            digest = cp.ref(entry).digest
-            blobs[digest] = cp.read(entry)
-            refs[ch] = (type_, digest)
-        loaded = Loaded(
-            json.dumps(stored_meta if isinstance(stored_meta, dict) else {}),
-            env.checkpoint,
-            env.values,
-            refs,
-            len(raw),
-        )
-        self._cache.put_content(cp.id, loaded, blobs)
-        return loaded, blobs
+        return self._load_many([checkpoint_id]).get(checkpoint_id)
+
+    def _load_many(self, checkpoint_ids: list[str]) -> dict[str, tuple[Loaded, dict[str, bytes]]]:
+        """Read (and verify, through ckptdb) the content of many checkpoints and cache it,
+        by id; those that no longer exist (collected outside the saver, e.g. by `ckptdb gc`)
+        are left out. Three reads whatever their number: the manifests, the envelopes, the
+        channel blobs."""
+        found = self.db.get_many(checkpoint_ids)
+        envelopes = self.db.read_many((cp, _layout.ENVELOPE_ENTRY) for cp in found.values())
+        decoded = [
+            (cp, raw, _layout.decode_envelope(raw, cp.id))
+            for cp, raw in zip(found.values(), envelopes, strict=True)
+        ]
+        wanted = [(cp, entry) for cp, _, env in decoded for entry, _ in env.blobs.values()]
+        channel_bytes = iter(self.db.read_many(wanted))
+        out: dict[str, tuple[Loaded, dict[str, bytes]]] = {}
+        for cp, raw, env in decoded:
+            blobs: dict[str, bytes] = {}
+            refs: dict[str, tuple[str, str]] = {}
+            for ch, (entry, type_) in env.blobs.items():
+                digest = cp.ref(entry).digest
+                blobs[digest] = next(channel_bytes)
+                refs[ch] = (type_, digest)
+            stored_meta = cp.metadata.get("langgraph")
+            loaded = Loaded(
+                json.dumps(stored_meta if isinstance(stored_meta, dict) else {}),
+                env.checkpoint,
+                env.values,
+                refs,
+                len(raw),
+            )
+            self._cache.put_content(cp.id, loaded, blobs)
+            out[cp.id] = (loaded, blobs)
+        return out
 
     def _cached_or_load(self, checkpoint_id: str) -> tuple[Loaded, dict[str, bytes]] | None:
         """A checkpoint's content from the cache, else read and verified (None: gone)."""
         return self._cache.content(checkpoint_id) or self._load(checkpoint_id)
 
     def _content(
-        self, ckpt_id: str, hot: tuple[Loaded, bytes] | None = None
+        self,
+        ckpt_id: str,
+        hot: tuple[Loaded, bytes] | None = None,
+        loaded_now: tuple[Loaded, dict[str, bytes]] | None = None,
     ) -> tuple[Loaded, Callable[[], Checkpoint]] | None:
         """The verified content of a ckptdb checkpoint (cached, or read and verified once)
         and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
         callers never share objects); None when the checkpoint no longer exists. ``hot``:
-        its spliced cache entry if the caller already took it."""
-        if hot is None:
+        its spliced cache entry if the caller already took it; ``loaded_now``: its content if
+        the caller just read it (:meth:`_load_many`)."""
+        if hot is None and loaded_now is None:
             hot = self._cache.spliced(ckpt_id)
         if hot is not None:
             spliced_hot = hot[1]
             return hot[0], lambda: self._checkpoint_of(spliced_hot)
-        hit = self._cached_or_load(ckpt_id)
+        hit = loaded_now or self._cached_or_load(ckpt_id)
         if hit is None:
             return None
         loaded, blobs = hit

@@ -179,6 +179,12 @@ class Maintenance(Threads):
 
     def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
         """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
+        if self._drop_checkpoints(namespace, thread_id, ns):
+            self._unregister(namespace, thread_id, ns)
+
+    def _drop_checkpoints(self, namespace: str, thread_id: str, ns: str) -> bool:
+        """Drop the ckptdb namespace of a pair (one ckptdb transaction); False when it must
+        stay (it holds another pair's checkpoints, or pinned ones), True when it is gone."""
         if self._shared_pending and self._holds_others(namespace, thread_id, ns):
             log.warning(
                 "kept ckptdb namespace %s: it still holds checkpoints of another LangGraph "
@@ -186,7 +192,7 @@ class Maintenance(Threads):
                 "not separated yet; reopen the saver read-write with the keys it needs)",
                 namespace,
             )
-            return
+            return False
         self._cache.forget_thread(thread_id, ns)
         try:
             self.db.drop_namespace(namespace)
@@ -194,20 +200,29 @@ class Maintenance(Threads):
             pass  # already dropped (an earlier, interrupted delete): only unregister it
         except errors.ProtectedError as exc:
             log.warning("kept ckptdb namespace %s: %s", namespace, exc)
-            return
-        self._unregister(namespace, thread_id, ns)
+            return False
+        return True
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread (all checkpoint namespaces) and
         give the space back. Pinned checkpoints (pinned by an operator with ``ckptdb pin``)
-        stay in ckptdb, but LangGraph no longer sees them."""
+        stay in ckptdb, but LangGraph no longer sees them.
+
+        Two write transactions for a thread of one checkpoint namespace: ckptdb drops the
+        namespace (its checkpoints, pointer and the blobs only it used), then the saver's
+        rows and registration go together. Interrupted between the two, the rows name
+        checkpoints that are gone (reads skip those) and the registration lets the next
+        ``delete_thread`` finish the job."""
         tid = str(thread_id)
         namespaces = self._namespaces(tid)
+        dropped = [(n, ns) for n, ns in namespaces if self._drop_checkpoints(n, tid, ns)]
         with self.db.write_session() as s:
             s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
             s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
-        for namespace, ns in namespaces:
-            self._drop(namespace, tid, ns)
+            for namespace, _ in dropped:
+                s.execute("DELETE FROM lg_namespace WHERE namespace = ?", (namespace,))
+        for _, ns in namespaces:
+            self._cache.forget_thread(tid, ns)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes) whose metadata ``run_id`` is one of

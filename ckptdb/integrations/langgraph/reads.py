@@ -15,7 +15,13 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from ...extension import Row, Session, metadata_from_json
+from ...extension import (
+    SEALED_METADATA,
+    Row,
+    Session,
+    canonical_json,
+    metadata_from_json,
+)
 from ._cache import Loaded, Unknown
 from .content import Content
 from .pending import SEALED_TYPE, PendingWrites
@@ -31,6 +37,42 @@ _NEWEST_IS = (
     " FROM lg_checkpoint n WHERE n.thread_id = ?1 AND n.checkpoint_ns = ?2"
     " AND n.checkpoint_id > ?3)"
 )
+
+
+def metadata_clause(wanted: dict[str, Any]) -> tuple[str | None, builtins.list[Any], bool]:
+    """A SQL condition on ``lg_checkpoint`` rows that keeps every checkpoint whose LangGraph
+    metadata may hold all of ``wanted``'s scalar pairs (strings, numbers, booleans, None),
+    its parameters, and whether it covers every pair. It is a superset: metadata SQL cannot
+    read (sealed in a key scope) passes, and Python checks each result with ``==`` after
+    reading it; pairs with other values (maps, lists) are left to Python alone."""
+    terms: builtins.list[str] = []
+    values: builtins.list[Any] = []
+    for key, value in wanted.items():
+        if not isinstance(key, str) or '"' in key or "\\" in key:
+            continue
+        path = f'$.langgraph."{key}"'
+        if value is None:
+            terms.append("json_extract(k.metadata, ?) IS NULL")
+            values.append(path)
+        elif isinstance(value, str) or (type(value) is int and 1 < abs(value) < 2**63):
+            # ckptdb stores metadata as canonical JSON, so a matching pair appears in the
+            # text spelled exactly so: instr() rejects nearly every row before the JSON
+            # parser runs (the match may be nested elsewhere: json_extract decides).
+            terms.append("instr(k.metadata, ?) > 0 AND json_extract(k.metadata, ?) = ?")
+            values.extend((canonical_json(key) + ":" + canonical_json(value), path, value))
+        elif isinstance(value, int | float):  # 1 == 1.0 == True: no single spelling
+            terms.append("json_extract(k.metadata, ?) = ?")
+            values.extend((path, value))
+    if not terms:
+        return None, [], False
+    # The ckptdb metadata is read through the public ``checkpoints`` view: one scan of the
+    # small manifest rows, never the checkpoint content.
+    clause = (
+        "ckpt_id IN (SELECT k.checkpoint_id FROM checkpoints k WHERE instr(k.metadata, ?) > 0"
+        " OR (" + " AND ".join(terms) + "))"
+    )
+    sealed = canonical_json(SEALED_METADATA) + ":"
+    return clause, [sealed, *values], len(terms) == len(wanted)
 
 
 class _Gone:
@@ -144,12 +186,19 @@ class Reads(PendingWrites, Content):
         if wanted and isinstance(wanted.get("run_id"), str):
             where.append("run_id = ?")
             params.append(wanted["run_id"])
+        pushed = True
+        if wanted:
+            matching, values, pushed = metadata_clause(wanted)
+            if matching:
+                where.append(matching)
+                params.extend(values)
         remaining = limit
         cursor: tuple[str, str, str] | None = None
         while True:
-            # Without a metadata filter every stored row is a result (unless collected), so
-            # a page need not be longer than what is still wanted.
-            size = LIST_PAGE if wanted or remaining is None else min(LIST_PAGE, remaining)
+            # When SQL applied the whole filter (or there is none) every row is a result
+            # (unless collected or sealed), so a page need not be longer than what is still
+            # wanted; Python checks each result against the filter all the same.
+            size = LIST_PAGE if not pushed or remaining is None else min(LIST_PAGE, remaining)
             clause = list(where)
             args = list(params)
             if cursor is not None:
@@ -263,10 +312,26 @@ class Reads(PendingWrites, Content):
         if present is None:
             present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
         kept: builtins.list[tuple[CheckpointRow, Checkpoint, dict[str, Any]]] = []
+        # What neither cache holds is read and verified in one go, not checkpoint by one.
+        cold = [
+            r.ckpt_id
+            for r in rows
+            if r.ckpt_id in present
+            and (hot is None or hot.get(r.ckpt_id) is None)
+            and self._cache.spliced(r.ckpt_id) is None
+            and self._cache.content(r.ckpt_id) is None
+        ]
+        loaded_now = self._load_many(cold) if cold else {}
         for row in rows:
             if row.ckpt_id not in present:
                 continue
-            content = self._content(row.ckpt_id, None if hot is None else hot.get(row.ckpt_id))
+            if row.ckpt_id in cold and row.ckpt_id not in loaded_now:
+                continue  # collected since the rows were listed
+            content = self._content(
+                row.ckpt_id,
+                None if hot is None else hot.get(row.ckpt_id),
+                loaded_now.get(row.ckpt_id),
+            )
             if content is None:
                 continue
             loaded, build = content
