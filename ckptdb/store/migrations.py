@@ -14,6 +14,7 @@ ckptdb is refused *before* any table is read or written.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
@@ -78,8 +79,39 @@ def checksum_of(sql: str) -> str:
     return hashlib.sha256(sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
+#: Sets read before, by (name, directory): each with the fingerprint of its files.
+_set_cache: dict[tuple[str, str], tuple[tuple[tuple[str, int, int, int], ...], MigrationSet]] = {}
+
+
+def _fingerprint(directory: Traversable) -> tuple[tuple[str, int, int, int], ...] | None:
+    """(name, size, mtime, inode) of every file of ``directory`` on a file system; None when
+    it is not one (a zip import): then the set is read every time."""
+    out = []
+    for item in directory.iterdir():
+        if not isinstance(item, os.PathLike):
+            return None
+        st = os.stat(item)
+        out.append((item.name, st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(sorted(out))
+
+
 def load_set(name: str, directory: Traversable) -> MigrationSet:
-    """Read every ``NNNN_slug.sql`` of ``directory`` as the migration set ``name``."""
+    """Read every ``NNNN_slug.sql`` of ``directory`` as the migration set ``name``.
+
+    Every open of a file checks its migrations (and an integration applies its set), so a
+    set read before is reused while none of its files changed (same names, sizes, times)."""
+    fingerprint = _fingerprint(directory)
+    key = (name, str(directory))
+    cached = _set_cache.get(key)
+    if fingerprint is not None and cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    mset = _read_set(name, directory)
+    if fingerprint is not None:
+        _set_cache[key] = (fingerprint, mset)
+    return mset
+
+
+def _read_set(name: str, directory: Traversable) -> MigrationSet:
     found: list[Migration] = []
     for item in directory.iterdir():
         match = _FILE_NAME.fullmatch(item.name)

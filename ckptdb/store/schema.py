@@ -15,6 +15,7 @@ them and this ckptdb ships them. A valid ckptdb file has no triggers.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from importlib.resources import files
@@ -36,8 +37,10 @@ _cache: dict[tuple[tuple[str, int], ...], Objects] = {}
 _cache_lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize(sql: str) -> str:
-    """SQL text with runs of white space folded, so layout alone never differs."""
+    """SQL text with runs of white space folded, so layout alone never differs (remembered:
+    every open of a file normalizes the same few dozen statements)."""
     return re.sub(r"\s+", " ", sql).strip()
 
 
