@@ -65,6 +65,10 @@ class Checkpoint:
         # first use: a reader that only wants bytes -- a LangGraph page -- never pays for it.
         self._info: models.CheckpointInfo | None = None
         self._metadata: dict[str, Any] | None = None
+        if not verified:
+            # Unreadable metadata is damage found now, not at first use: a fallback walk
+            # must see it as such.
+            self._opened_metadata()
 
     # -- manifest ------------------------------------------------------------------------
 
