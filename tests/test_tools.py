@@ -5,13 +5,17 @@ the tools' business, never a test's (docs/performance.md holds the figures)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO, child_env
+
+from ckptdb.integrations.langgraph import CkptdbSaver
 
 
 def run_tool(tmp_path: Path, *argv: str) -> Any:
@@ -95,6 +99,39 @@ def test_bench_langgraph_quick(tmp_path: Path) -> None:
     estimate = chat["format2_estimate"]
     assert 0 < estimate["distinct_chunk_bytes_zstd"] <= estimate["distinct_chunk_bytes"]
     assert estimate["distinct_chunk_bytes"] <= estimate["distinct_blob_bytes"]
+
+
+@pytest.mark.slow
+def test_bench_langgraph_scale_quick(tmp_path: Path) -> None:
+    report = run_tool(
+        tmp_path,
+        "bench_langgraph.py",
+        "--only",
+        "scale",
+        "--quick",
+        "--keep",
+        "--dir",
+        str(tmp_path),
+    )
+    assert "1kb" not in report and "chat" not in report  # scale alone
+    scale = report["scale"]
+    assert scale["threads"] == 20 and scale["sizes"] == [3, 10]
+    for point, size in zip(scale["points"], (3, 10), strict=True):
+        assert point["checkpoints"] == 20 * size
+        for saver in ("sqlite", "ckptdb"):
+            timed = {k: v for k, v in point[saver].items() if k.endswith("_us")}
+            assert len(timed) >= 20 and _positive(*timed.values(), point[saver]["file_bytes"])
+        assert _positive(*point["ratio"].values())
+    assert set(scale["growth"]["ckptdb"]) == set(scale["growth"]["sqlite"])
+    assert _positive(*scale["growth"]["ckptdb"].values(), *scale["growth"]["sqlite"].values())
+    # --keep left both grown files, whole: 20 threads x 10 checkpoints each.
+    kept = Path(report["kept_dir"])
+    with closing(sqlite3.connect(kept / "sqlite-scale.db")) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == (200,)
+        assert conn.execute("SELECT count(DISTINCT thread_id) FROM writes").fetchone() == (20,)
+    with CkptdbSaver(kept / "ckptdb-scale.db") as saver:
+        assert len(list(saver.list(None))) == 200
+    assert not list(kept.glob("*-scratch.db*"))  # the scratch copies are gone
 
 
 def test_bench_chunking_quick(tmp_path: Path) -> None:

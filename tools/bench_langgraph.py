@@ -3,6 +3,7 @@
     python tools/bench_langgraph.py                  # full run: 1,000 steps, 3 rounds
     python tools/bench_langgraph.py --quick          # seconds, for CI / a smoke check
     python tools/bench_langgraph.py --json out.json  # also write the numbers as JSON
+    python tools/bench_langgraph.py --only scale --keep --dir /tmp/scale  # 10k and 100k
 
 One run measures both savers on the same workload, on files in the same directory, in
 interleaved rounds (the order alternates), and reports ratios -- absolute times on shared
@@ -46,6 +47,22 @@ the installed langgraph has ``DeltaChannel``, the same graph with the channel de
 reports what storage format 2 would keep of them: the raw bytes of the distinct blobs (what
 whole-blob content addressing stores today), of the distinct CDC chunks
 (``ckptdb.store.chunking``), and of those chunks after ``ckptdb.store.codec.encode`` (zstd).
+
+The ``scale`` workload (never part of the default run: growing 100,000 checkpoints per
+saver takes a while; ``--only scale``, or ``--scale`` to add it to the others) is a server's
+that holds many LangGraph threads and reads cold ones. ``--scale-threads`` threads (default
+1,000) are grown round-robin with the 1 KB state (one shared step list, each thread's
+checkpoints with ids of their own), each put followed by one pending write, to each of
+``--scale-sizes`` checkpoints per thread (default "10,100": 10,000 then 100,000 in all),
+the same data for both savers. At each size, with the calls alternating between the savers
+in blocks and every answer checked: ``get_tuple`` of a thread's newest checkpoint and of an
+older one by id, ``list(limit=50)`` and ``list(before=<the 25th newest>, limit=50)`` -- all
+cold (a freshly opened saver, each call on a thread it has not touched); a metadata filter
+across all threads; opening a saver plus its first ``get_tuple``; then, on a scratch copy
+of each file (the grown files stay as grown), a put of the next step on existing threads
+(a fresh saver: CPU and wall) and ``delete_thread``. Also: file bytes, the mean CPU of a put
+and a ``put_writes`` while growing, and each saver's growth from the first size to the
+last. ``--quick``: 20 threads, sizes "3,10". ``--keep`` keeps the files and prints where.
 """
 
 from __future__ import annotations
@@ -54,6 +71,7 @@ import argparse
 import base64
 import gc
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -65,9 +83,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import apsw
 from langchain_core.messages import AIMessage, HumanMessage
@@ -86,6 +105,7 @@ from bench_chunking import _vocabulary, chat_message  # a sibling tool
 
 CHANNELS = 10
 WORKLOADS = {"1kb": 100, "100kb": 10_000}  # bytes per channel value
+_T = TypeVar("_T")
 
 
 def _text(rng: random.Random, size: int) -> str:
@@ -421,6 +441,470 @@ def bench_copy(n_steps: int, directory: Path, per_channel: int = 100) -> dict[st
         contender.close()
 
 
+# --- at scale: cold reads on a file of many threads ---------------------------------------
+
+SCALE_TAG = "scale"
+SCRATCH_TAG = "scale-scratch"
+#: The pending write every step gets, on the checkpoint just put.
+SCALE_WRITE = ("channel_0", "x")
+#: The saver columns of the scale table, in print order: (key, label).
+SCALE_ROWS = (
+    ("get_tuple_newest_us", "get_tuple newest, cold"),
+    ("get_tuple_older_us", "get_tuple by id, cold"),
+    ("list_page_us", "list limit=50, cold"),
+    ("list_before_us", "list before, limit=50, cold"),
+    ("list_filter_us", "list filter step, limit=10"),
+    ("open_first_read_us", "open + first get_tuple"),
+    ("put_existing_cpu_us", "put on a thread, CPU"),
+    ("put_existing_wall_us", "put on a thread, wall"),
+    ("delete_thread_us", "delete_thread"),
+    ("build_put_cpu_us", "growth put, CPU"),
+    ("build_put_writes_cpu_us", "growth put_writes, CPU"),
+)
+#: The measures whose growth from the first size to the last is reported.
+GROWTH_KEYS = (
+    "get_tuple_newest_us",
+    "get_tuple_older_us",
+    "list_page_us",
+    "list_before_us",
+    "list_filter_us",
+    "open_first_read_us",
+)
+
+
+@dataclass(frozen=True)
+class ScaleRepeats:
+    """Timed calls per saver of each scale measure (``cold``: of each cold read, each call
+    on a thread of its own), and the blocks they alternate in."""
+
+    cold: int
+    filter: int
+    open: int
+    put: int
+    delete: int
+    blocks: int
+
+    def fitted(self, threads: int) -> ScaleRepeats:
+        """Within what ``threads`` threads allow: the four cold reads each need distinct
+        threads, and the puts and deletes (on a scratch copy) too."""
+        cold = max(1, min(self.cold, threads // 4))
+        delete = max(1, min(self.delete, threads // 2))
+        return replace(self, cold=cold, delete=delete, put=max(1, min(self.put, threads - delete)))
+
+
+SCALE_FULL = ScaleRepeats(cold=200, filter=8, open=20, put=200, delete=20, blocks=10)
+SCALE_QUICK = ScaleRepeats(cold=5, filter=3, open=5, put=10, delete=3, blocks=2)
+
+
+def _thread_config(thread: int, checkpoint_id: str | None = None) -> Any:
+    conf = {"thread_id": f"t{thread}", "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _stamped(checkpoint: Checkpoint, step: int) -> Checkpoint:
+    """The shared step's checkpoint with an id and time of its own, so that no two threads
+    hold an equal envelope (ckptdb would store such a pair once)."""
+    fresh = checkpoint.copy()
+    fresh["id"] = str(uuid6(clock_seq=step))
+    fresh["ts"] = datetime.now(UTC).isoformat()
+    return fresh
+
+
+def _step_metadata(step: int) -> Any:
+    return {"source": "loop", "step": step, "parents": {}}
+
+
+def _expect(condition: bool, what: str) -> None:
+    """Stop the benchmark on a wrong answer (never time one; unlike assert, -O keeps it)."""
+    if not condition:
+        raise AssertionError(f"scale workload: {what}")
+
+
+def _clocked(fn: Callable[[], _T]) -> tuple[_T, float, float]:
+    """``fn()``, its wall time and this thread's CPU time, in seconds."""
+    cpu = time.thread_time()
+    start = time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - start
+    return out, wall, time.thread_time() - cpu
+
+
+def _alternating(
+    names: list[str], n: int, blocks: int, call: Callable[[str, int], tuple[float, float]]
+) -> dict[str, dict[str, float]]:
+    """Median wall and CPU microseconds of ``call(who, j)`` for j in 0..n-1 per contender,
+    the calls cut in ``blocks`` blocks alternating between the contenders (so a change in
+    the machine's load hits both alike). ``call`` returns (wall, cpu) seconds."""
+    walls: dict[str, list[float]] = {who: [] for who in names}
+    cpus: dict[str, list[float]] = {who: [] for who in names}
+    bounds = [round(b * n / blocks) for b in range(blocks + 1)]
+    gc.collect()
+    for b in range(blocks):
+        for who in names if b % 2 == 0 else names[::-1]:
+            for j in range(bounds[b], bounds[b + 1]):
+                wall, cpu = call(who, j)
+                walls[who].append(wall)
+                cpus[who].append(cpu)
+    return {
+        who: {
+            "wall_us": statistics.median(walls[who]) * 1e6,
+            "cpu_us": statistics.median(cpus[who]) * 1e6,
+        }
+        for who in names
+    }
+
+
+def _files(path: Path) -> list[Path]:
+    return [Path(str(path) + s) for s in ("", "-wal", "-shm")]
+
+
+def _closed_file_bytes(path: Path) -> int:
+    """Database plus WAL of a file no connection holds (closing checkpointed the WAL)."""
+    return sum(p.stat().st_size for p in _files(path)[:2] if p.exists())
+
+
+def _progress(message: str) -> None:
+    print(f"scale: {message}", file=sys.stderr, flush=True)
+
+
+class ScaleFile:
+    """The two grown files (one per saver) and what the benchmark put in them: the shared
+    step list and, per thread, the LangGraph ids of its checkpoints, oldest first."""
+
+    def __init__(self, directory: Path, threads: int, steps: int) -> None:
+        self.directory = directory
+        self.names = ["sqlite", "ckptdb"]
+        self.steps = make_steps(WORKLOADS["1kb"], steps)
+        self.ids: list[list[str]] = [[] for _ in range(threads)]
+
+    def path(self, who: str, tag: str = SCALE_TAG) -> Path:
+        """Where ``Contender(who, directory, tag)`` keeps its file."""
+        return self.directory / f"{who}-{tag}.db"
+
+    def grow(self, size: int) -> dict[str, dict[str, float]]:
+        """Every thread grown to ``size`` checkpoints, round-robin (step k of every thread,
+        then step k+1), each put followed by one pending write on it; per saver, the mean
+        CPU and wall microseconds of a put and of a put_writes over this growth."""
+        start = len(self.ids[0])
+        savers = {who: Contender(who, self.directory, SCALE_TAG) for who in self.names}
+        spent = {who: [0.0, 0.0, 0.0, 0.0] for who in self.names}
+        began = last_report = time.perf_counter()
+        try:
+            for step in range(start, size):
+                template, new_versions = self.steps[step]
+                batch = [_stamped(template, step) for _ in self.ids]
+                for who in self.names if step % 2 == 0 else self.names[::-1]:
+                    self._put_round(savers[who].saver, step, batch, new_versions, spent[who])
+                for ids, checkpoint in zip(self.ids, batch, strict=True):
+                    ids.append(checkpoint["id"])
+                now = time.perf_counter()
+                if now - last_report >= 10 or step == size - 1:
+                    last_report = now
+                    _progress(
+                        f"{step + 1}/{size} checkpoints per thread, "
+                        f"{(step + 1) * len(self.ids):,} per saver, {now - began:.0f} s"
+                    )
+        finally:
+            for contender in savers.values():
+                contender.close()
+        puts = (size - start) * len(self.ids)
+        return {
+            who: {
+                key: total / puts * 1e6
+                for key, total in zip(
+                    (
+                        "build_put_cpu_us",
+                        "build_put_wall_us",
+                        "build_put_writes_cpu_us",
+                        "build_put_writes_wall_us",
+                    ),
+                    spent[who],
+                    strict=True,
+                )
+            }
+            for who in self.names
+        }
+
+    def _put_round(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        step: int,
+        batch: list[Checkpoint],
+        new_versions: dict[str, str],
+        spent: list[float],
+    ) -> None:
+        """Step ``step`` put on every thread, then its pending write; ``spent`` adds up
+        (put CPU, put wall, put_writes CPU, put_writes wall) in seconds."""
+        metadata = _step_metadata(step)
+        task = f"task-{step}"
+        for thread, (ids, checkpoint) in enumerate(zip(self.ids, batch, strict=True)):
+            parent = _thread_config(thread, ids[-1] if ids else None)
+            cpu0, wall0 = time.thread_time(), time.perf_counter()
+            config = saver.put(parent, checkpoint, metadata, new_versions)
+            cpu1, wall1 = time.thread_time(), time.perf_counter()
+            saver.put_writes(config, [SCALE_WRITE], task_id=task)
+            cpu2, wall2 = time.thread_time(), time.perf_counter()
+            _expect(config["configurable"]["checkpoint_id"] == checkpoint["id"], "put's config")
+            spent[0] += cpu1 - cpu0
+            spent[1] += wall1 - wall0
+            spent[2] += cpu2 - cpu1
+            spent[3] += wall2 - wall1
+
+    def measure(self, size: int, repeats: ScaleRepeats, rng: random.Random) -> dict[str, Any]:
+        """Every scale measure at the current size (the files closed, every thread holding
+        ``size`` checkpoints): cold reads and the metadata filter, open + first read, then
+        puts and deletes on a scratch copy, so the grown files stay as grown."""
+        _expect(all(len(ids) == size for ids in self.ids), "every thread grown")
+        per: dict[str, dict[str, Any]] = {
+            who: {"file_bytes": _closed_file_bytes(self.path(who))} for who in self.names
+        }
+        _progress(f"measuring at {size} checkpoints per thread")
+        for measures in (
+            self._cold_reads(size, repeats, rng),
+            self._open_first_read(size, repeats, rng),
+            self._writes(size, repeats, rng),
+        ):
+            for who in self.names:
+                per[who].update(measures[who])
+        return {
+            "checkpoints_per_thread": size,
+            "checkpoints": size * len(self.ids),
+            "before_depth": _before_depth(size),
+            # What a list call returns grows with the thread up to 50: read growth with it.
+            "list_page_items": min(50, size),
+            "list_before_items": min(50, size - _before_depth(size)),
+            **per,
+            "ratio": {
+                key: per["ckptdb"][key] / per["sqlite"][key]
+                for key in per["ckptdb"]
+                if per["sqlite"].get(key)
+            },
+        }
+
+    def _check_tuple(self, found: Any, thread: int, index: int) -> None:
+        """``found`` is checkpoint ``index`` of ``thread``, with its one pending write."""
+        ids = self.ids[thread]
+        _expect(found is not None, f"t{thread} has a checkpoint {index}")
+        _expect(found.config["configurable"]["checkpoint_id"] == ids[index], "checkpoint id")
+        _expect(found.metadata["step"] == index % len(ids), "checkpoint metadata")
+        writes = [tuple(w) for w in found.pending_writes or []]
+        _expect(writes == [(f"task-{index % len(ids)}", *SCALE_WRITE)], "pending writes")
+
+    def _check_page(self, page: list[Any], expected: list[str]) -> None:
+        got = [t.config["configurable"]["checkpoint_id"] for t in page]
+        _expect(got == expected, f"a page of {len(expected)}, newest first (got {len(got)})")
+
+    def _cold_reads(
+        self, size: int, repeats: ScaleRepeats, rng: random.Random
+    ) -> dict[str, dict[str, float]]:
+        """get_tuple (newest, by id) and list (a page, a page before) on fresh savers, each
+        call on a thread that saver has not touched; then the metadata filter."""
+        n = repeats.cold
+        threads = rng.sample(range(len(self.ids)), 4 * n)
+        older = [rng.randrange(size - 1) for _ in range(n)]
+        depth = _before_depth(size)
+        page = min(50, size)
+        readers = {who: Contender(who, self.directory, SCALE_TAG) for who in self.names}
+
+        def newest(who: str, j: int) -> tuple[float, float]:
+            t = threads[j]
+            found, wall, cpu = _clocked(lambda: readers[who].saver.get_tuple(_thread_config(t)))
+            self._check_tuple(found, t, -1)
+            return wall, cpu
+
+        def by_id(who: str, j: int) -> tuple[float, float]:
+            t = threads[n + j]
+            config = _thread_config(t, self.ids[t][older[j]])
+            found, wall, cpu = _clocked(lambda: readers[who].saver.get_tuple(config))
+            self._check_tuple(found, t, older[j])
+            return wall, cpu
+
+        def list_page(who: str, j: int) -> tuple[float, float]:
+            t = threads[2 * n + j]
+            saver = readers[who].saver
+            got, wall, cpu = _clocked(lambda: list(saver.list(_thread_config(t), limit=50)))
+            self._check_page(got, self.ids[t][::-1][:page])
+            return wall, cpu
+
+        def list_before(who: str, j: int) -> tuple[float, float]:
+            t = threads[3 * n + j]
+            saver = readers[who].saver
+            before = _thread_config(t, self.ids[t][-depth])
+            got, wall, cpu = _clocked(
+                lambda: list(saver.list(_thread_config(t), before=before, limit=50))
+            )
+            self._check_page(got, self.ids[t][: size - depth][::-1][:50])
+            return wall, cpu
+
+        steps = [rng.randrange(size) for _ in range(repeats.filter)]
+        expected = min(10, len(self.ids))
+
+        def by_metadata(who: str, j: int) -> tuple[float, float]:
+            saver = readers[who].saver
+            got, wall, cpu = _clocked(
+                lambda: list(saver.list(None, filter={"step": steps[j]}, limit=10))
+            )
+            _expect(len(got) == expected, f"filter found {len(got)} of {expected}")
+            _expect(all(t.metadata["step"] == steps[j] for t in got), "filter's step")
+            return wall, cpu
+
+        out: dict[str, dict[str, float]] = {who: {} for who in self.names}
+        try:
+            for key, call, count in (
+                ("get_tuple_newest", newest, n),
+                ("get_tuple_older", by_id, n),
+                ("list_page", list_page, n),
+                ("list_before", list_before, n),
+                ("list_filter", by_metadata, repeats.filter),
+            ):
+                medians = _alternating(self.names, count, min(repeats.blocks, count), call)
+                for who, m in medians.items():
+                    out[who][f"{key}_us"] = m["wall_us"]
+                    out[who][f"{key}_cpu_us"] = m["cpu_us"]
+        finally:
+            for contender in readers.values():
+                contender.close()
+        return out
+
+    def _open_first_read(
+        self, size: int, repeats: ScaleRepeats, rng: random.Random
+    ) -> dict[str, dict[str, float]]:
+        """A fresh saver on the file and get_tuple of one thread's newest, timed together
+        (the close after is not)."""
+        threads = [rng.randrange(len(self.ids)) for _ in range(repeats.open)]
+
+        def open_read(who: str, j: int) -> tuple[float, float]:
+            t = threads[j]
+
+            def run() -> tuple[Contender, Any]:
+                contender = Contender(who, self.directory, SCALE_TAG)
+                return contender, contender.saver.get_tuple(_thread_config(t))
+
+            (contender, found), wall, cpu = _clocked(run)
+            contender.close()
+            self._check_tuple(found, t, -1)
+            return wall, cpu
+
+        medians = _alternating(
+            self.names, repeats.open, min(repeats.blocks, repeats.open), open_read
+        )
+        return {
+            who: {"open_first_read_us": m["wall_us"], "open_first_read_cpu_us": m["cpu_us"]}
+            for who, m in medians.items()
+        }
+
+    def _writes(
+        self, size: int, repeats: ScaleRepeats, rng: random.Random
+    ) -> dict[str, dict[str, float]]:
+        """On a scratch copy of each file: the next step put on existing threads (a fresh
+        saver, each put the first touch of its thread), then delete_thread of other threads
+        (each holding ``size`` checkpoints)."""
+        for who in self.names:
+            for source, copy in zip(
+                _files(self.path(who)), _files(self.path(who, SCRATCH_TAG)), strict=True
+            ):
+                if source.exists():
+                    shutil.copy(source, copy)
+        chosen = rng.sample(range(len(self.ids)), repeats.put + repeats.delete)
+        put_threads, doomed = chosen[: repeats.put], chosen[repeats.put :]
+        template, new_versions = self.steps[size]
+        fresh = [_stamped(template, size) for _ in put_threads]
+        savers = {who: Contender(who, self.directory, SCRATCH_TAG) for who in self.names}
+
+        def put(who: str, j: int) -> tuple[float, float]:
+            t = put_threads[j]
+            parent = _thread_config(t, self.ids[t][-1])
+            saver = savers[who].saver
+            config, wall, cpu = _clocked(
+                lambda: saver.put(parent, fresh[j], _step_metadata(size), new_versions)
+            )
+            _expect(config["configurable"]["checkpoint_id"] == fresh[j]["id"], "put's config")
+            return wall, cpu
+
+        def delete(who: str, j: int) -> tuple[float, float]:
+            t = doomed[j]
+            saver = savers[who].saver
+            _, wall, cpu = _clocked(lambda: saver.delete_thread(f"t{t}"))
+            return wall, cpu
+
+        out: dict[str, dict[str, float]] = {who: {} for who in self.names}
+        try:
+            puts = _alternating(self.names, repeats.put, min(repeats.blocks, repeats.put), put)
+            for contender in savers.values():
+                for j, t in enumerate(put_threads):
+                    found = contender.saver.get_tuple(_thread_config(t))
+                    _expect(
+                        found is not None and found.checkpoint["id"] == fresh[j]["id"],
+                        "put read back",
+                    )
+            deletes = _alternating(
+                self.names, repeats.delete, min(repeats.blocks, repeats.delete), delete
+            )
+            for who, contender in savers.items():
+                for t in doomed:
+                    _expect(contender.saver.get_tuple(_thread_config(t)) is None, f"t{t} deleted")
+                out[who] = {
+                    "put_existing_cpu_us": puts[who]["cpu_us"],
+                    "put_existing_wall_us": puts[who]["wall_us"],
+                    "delete_thread_us": deletes[who]["wall_us"],
+                    "delete_thread_cpu_us": deletes[who]["cpu_us"],
+                }
+        finally:
+            for contender in savers.values():
+                contender.close()
+            for who in self.names:
+                for path in _files(self.path(who, SCRATCH_TAG)):
+                    path.unlink(missing_ok=True)
+        return out
+
+
+def _before_depth(size: int) -> int:
+    """Which newest checkpoint ``list(before=...)`` starts under: the 25th, or the middle
+    of a shorter thread."""
+    return min(25, max(1, size // 2))
+
+
+def bench_scale(
+    threads: int, sizes: list[int], directory: Path, repeats: ScaleRepeats, seed: int = 11
+) -> dict[str, Any]:
+    """Both savers' files grown to ``threads`` x ``sizes[i]`` checkpoints, measured at each
+    size (see :meth:`ScaleFile.measure`); the ratios ckptdb / SqliteSaver, and the growth
+    of each saver's measures from the first size to the last."""
+    fitted = repeats.fitted(threads)
+    grown = ScaleFile(directory, threads, sizes[-1] + 1)
+    rng = random.Random(seed)
+    points: list[dict[str, Any]] = []
+    for size in sizes:
+        started = time.perf_counter()
+        build = grown.grow(size)
+        build_s = time.perf_counter() - started
+        point = grown.measure(size, fitted, rng)
+        for who in grown.names:
+            point[who].update(build[who])
+        point["build_s"] = build_s
+        point["ratio"].update(
+            {key: build["ckptdb"][key] / build["sqlite"][key] for key in build["ckptdb"]}
+        )
+        points.append(point)
+    out: dict[str, Any] = {
+        "threads": threads,
+        "sizes": sizes,
+        "state_bytes": WORKLOADS["1kb"] * CHANNELS,
+        "repeats": asdict(fitted),
+        "files": {who: str(grown.path(who)) for who in grown.names},
+        "points": points,
+    }
+    if len(points) > 1:
+        first, last = points[0], points[-1]
+        out["growth"] = {
+            who: {key: last[who][key] / first[who][key] for key in GROWTH_KEYS}
+            for who in grown.names
+        }
+    return out
+
+
 # --- the chat workload: a real graph ---------------------------------------------------
 
 
@@ -610,13 +1094,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default=None,
-        help="comma-separated subset of: 1kb,100kb,threads,copy,chat,chat_delta",
+        help="comma-separated subset of: 1kb,100kb,threads,copy,chat,chat_delta,scale",
+    )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="also run the scale workload (never part of the default run: it is long)",
+    )
+    parser.add_argument(
+        "--scale-threads", type=int, default=None, help="scale: threads (default 1000; quick 20)"
+    )
+    parser.add_argument(
+        "--scale-sizes",
+        type=_scale_sizes,
+        default=None,
+        help='scale: checkpoints per thread at each measuring point (default "10,100"; '
+        'quick "3,10")',
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the directory of the files and print its path"
     )
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
 
     def wanted(name: str) -> bool:
+        if name == "scale":
+            return args.scale or (only is not None and name in only)
         return only is None or name in only
 
     n_steps = args.steps or (100 if args.quick else 1000)
@@ -626,6 +1130,10 @@ def main(argv: list[str] | None = None) -> int:
     thread_steps = args.thread_steps or (5 if args.quick else 20)
     copy_steps = args.copy_steps or (1000 if args.quick else 10_000)
     chat_rounds = args.chat_rounds or (1 if args.quick else 3)
+    scale_threads = args.scale_threads or (20 if args.quick else 1000)
+    scale_sizes = args.scale_sizes or ([3, 10] if args.quick else [10, 100])
+    if scale_threads < 4:
+        parser.error("--scale-threads must be at least 4 (each cold read needs threads)")
     directory = Path(tempfile.mkdtemp(prefix="bench-langgraph-", dir=args.dir))
     results: dict[str, Any] = {
         "command": " ".join(
@@ -650,16 +1158,38 @@ def main(argv: list[str] | None = None) -> int:
             results["chat"] = bench_chat(turns, directory, delta=False, rounds=chat_rounds)
         if has_delta_channel() and wanted("chat_delta"):
             results["chat_delta"] = bench_chat(turns, directory, delta=True, rounds=chat_rounds)
+        if wanted("scale"):
+            repeats = SCALE_QUICK if args.quick else SCALE_FULL
+            results["scale"] = bench_scale(scale_threads, scale_sizes, directory, repeats)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if args.keep:
+            results["kept_dir"] = str(directory)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
     print_report(results)
+    if args.keep:
+        print(f"\nkept: {directory}")
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
+def _scale_sizes(text: str) -> list[int]:
+    """``--scale-sizes``: increasing checkpoint counts per thread, each at least 2."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if sizes[0] < 2 or any(b <= a for a, b in itertools.pairwise(sizes)):
+        raise argparse.ArgumentTypeError(f"sizes must increase from at least 2: {text!r}")
+    return sizes
+
+
 def print_report(results: dict[str, Any]) -> None:
-    print(f"LangGraph savers, {results['steps']} steps, {results['rounds']} interleaved round(s)")
+    if any(name in results for name in WORKLOADS):
+        print(
+            f"LangGraph savers, {results['steps']} steps, {results['rounds']} interleaved round(s)"
+        )
     print(f"empty CkptdbSaver file: {results['empty_ckptdb_saver_file_bytes']:,} bytes")
     for name in WORKLOADS:
         if name not in results:
@@ -718,6 +1248,51 @@ def print_report(results: dict[str, Any]) -> None:
     for key in ("chat", "chat_delta"):
         if key in results:
             print_chat(key, results[key])
+    if "scale" in results:
+        print_scale(results["scale"])
+
+
+def print_scale(r: dict[str, Any]) -> None:
+    """One row per measure; per size SqliteSaver, CkptdbSaver and the ratio; then the
+    growth of each saver's figure from the first size to the last."""
+    points = r["points"]
+    growth = r.get("growth", {})
+    print(
+        f"\n== scale: {r['threads']:,} threads, {r['state_bytes']:,}-byte state, one pending "
+        "write per step; cold = a fresh saver, a thread it has not touched"
+    )
+    head = "".join(
+        f"{'--- ' + format(p['checkpoints_per_thread'], ',') + ' per thread ---':>29}"
+        for p in points
+    )
+    if growth:
+        first, last = points[0]["checkpoints_per_thread"], points[-1]["checkpoints_per_thread"]
+        head += f"{'growth ' + str(last) + '/' + str(first):>18}"
+    print(f"{'':30}{head}")
+    cols = "".join(f"{'sqlite':>11}{'ckptdb':>11}{'ratio':>7}" for _ in points)
+    if growth:
+        cols += f"{'sqlite':>9}{'ckptdb':>9}"
+    print(f"{'(median us unless noted)':30}{cols}")
+    for key, label in SCALE_ROWS:
+        cells = "".join(
+            f"{p['sqlite'][key]:>11,.0f}{p['ckptdb'][key]:>11,.0f}{p['ratio'][key]:>7.2f}"
+            for p in points
+        )
+        if key in GROWTH_KEYS and growth:
+            cells += f"{growth['sqlite'][key]:>9.2f}{growth['ckptdb'][key]:>9.2f}"
+        print(f"{label:30}{cells}")
+    cells = "".join(
+        f"{p['sqlite']['file_bytes'] / 1e6:>11,.1f}{p['ckptdb']['file_bytes'] / 1e6:>11,.1f}"
+        f"{p['ratio']['file_bytes']:>7.2f}"
+        for p in points
+    )
+    print(f"{'file MB (db + WAL)':30}{cells}")
+    n = r["repeats"]
+    print(
+        f"(growth put CPU: mean over the growth to that size; calls per saver: cold reads "
+        f"{n['cold']} each, filter {n['filter']}, open {n['open']}, puts {n['put']}, deletes "
+        f"{n['delete']}; build took " + ", ".join(f"{p['build_s']:.0f} s" for p in points) + ")"
+    )
 
 
 def print_chat(key: str, r: dict[str, Any]) -> None:
