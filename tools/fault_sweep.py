@@ -276,6 +276,52 @@ def _gc_op() -> Operation:
     return Operation("gc", setup, run, state)
 
 
+# -- drop a namespace: a small deletion, one transaction ------------------------------------
+
+
+def _drop_op() -> Operation:
+    """drop_namespace of a namespace small enough for one transaction (checkpoints,
+    pointer, pin, the blobs and chunks only it used, and the receipt commit together),
+    beside a namespace that shares one of its chunked blobs."""
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        shared = bytes(range(256)) * (2 * CHUNK // 256 + 1)
+        with _open(path, vfs) as db:
+            keep = db.commit("keep", {"shared": shared, "own": b"kept"}).checkpoint_id
+            gone = [
+                db.commit(
+                    "gone", {"shared": shared, "w": bytes([i]) * (2 * CHUNK + i), "s": str(i)}
+                ).checkpoint_id
+                for i in range(4)
+            ]
+            db.pin(gone[1], "old-one")
+        return {"keep": keep, "gone": set(gone), "shared": shared}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        with _open(path, vfs) as db:
+            report = db.drop_namespace("gone", force=True)
+        if report.checkpoints_deleted != len(ctx["gone"]):
+            raise AssertionError(f"dropped {report.checkpoints_deleted} of {len(ctx['gone'])}")
+        return True
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with _open(path) as db:
+            if not db.verify().ok:
+                return "broken:verify"
+            if db.get(ctx["keep"]).read("shared") != ctx["shared"]:
+                return "broken:shared"
+            present = {str(r[0]) for r in db.query("SELECT id FROM checkpoint").rows}
+            names = {n.name for n in db.namespaces()}
+            pins = {p.name for p in db.pins()}
+        if present == {ctx["keep"], *ctx["gone"]} and "gone" in names and pins == {"old-one"}:
+            return "old"
+        if present == {ctx["keep"]} and names == {"keep"} and not pins:
+            return "new"
+        return f"mixed:{len(present)}:{sorted(names)}:{sorted(pins)}"
+
+    return Operation("drop-namespace", setup, run, state)
+
+
 # -- export ---------------------------------------------------------------------------------
 
 
@@ -858,6 +904,7 @@ def operations() -> list[Operation]:
         _evict_op(),
         _copy_op(),
         _gc_op(),
+        _drop_op(),
         _export_op(),
         _migrate_op(),
         _sealed_commit_op(
