@@ -34,7 +34,7 @@ from typing import Any
 from .. import errors, models, validation
 from ..connection import Connection
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
-from ..store import blob_scans, checkpoints, pins, pointers, settings
+from ..store import blob_scans, checkpoints, pins, pointers, scopes, settings
 from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
 from ..types import Progress
@@ -569,7 +569,9 @@ def delete_selected(
             receipt_id = _store_deletion_receipt(
                 conn, kind, namespaces, skipped, swept, now_ms, epilogue
             )
-        if int(conn.pragma("freelist_count")) > RECLAIM_MIN_PAGES:
+        # In a file with key scopes every deletion ends with the WAL truncated: no frame
+        # may keep a deleted record of a scope (docs/security.md).
+        if scopes.any_scope(conn) or int(conn.pragma("freelist_count")) > RECLAIM_MIN_PAGES:
             reclaim(conn)
     else:
         if prologue is not None:
