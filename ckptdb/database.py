@@ -433,7 +433,7 @@ class Database:
     ) -> models.LineageLog:
         """The checkpoints of a namespace, newest first, each with its markers (current,
         fallback, pinned), its pins, whether CURRENT descends from it, and a git-log-like
-        graph drawing. By default the lineage of CURRENT and of the fallback (so a fork made
+        graph drawing. By default the lineage of CURRENT and of the fallback (so a branch made
         with ``base=`` shows); ``all=True`` adds every other stored checkpoint of the
         namespace (kept by a pin or a retention rule, no longer on the CURRENT lineage)."""
         ns = validation.namespace(namespace)

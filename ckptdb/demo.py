@@ -30,8 +30,10 @@ def _state(turn: int) -> dict[str, bytes]:
 
 
 def run(path: str) -> Iterator[str]:
-    """Run the demo against the database at ``path``, yielding lines to show."""
-    yield f"ckptdb demo -- database {os.path.abspath(path)}"
+    """Run the demo against the database at ``path`` (created when missing: the tour is the
+    one command besides ``init`` that makes a file of its own), yielding lines to show."""
+    state = "an existing file" if os.path.lexists(path) else "created for the tour"
+    yield f"ckptdb demo -- database {os.path.abspath(path)} ({state})"
     with open_database(path) as db:
         if db.pointer(NAMESPACE) is not None:
             # Each run tells the same story: the previous run's namespace starts over.

@@ -375,6 +375,21 @@ class Pin(_Model):
     note: str | None
 
 
+class GraceHold(_Model):
+    """Unreferenced chunks a GC kept because they were touched within its grace period (a
+    commit in flight may be staging them; a failed or killed one left them)."""
+
+    chunks: int
+    bytes: int = Field(description="their size (raw bytes, like GcReport.bytes_freed)")
+    first_free_at: datetime | None = Field(
+        description="when the oldest of them is past the grace period (None: no chunk held)"
+    )
+    all_free_at: datetime | None = Field(
+        description="when the newest is: a GC with the same grace after it collects them "
+        "all, unless a commit references or stages them again"
+    )
+
+
 class GcReport(_Model):
     """What a GC did (or, with ``dry_run``, would do)."""
 
@@ -396,6 +411,9 @@ class GcReport(_Model):
     file_bytes_after: int
     pages_reclaimed: int
     history_trimmed: int = Field(description="pointer-history rows removed (keep_history)")
+    grace_held: GraceHold = Field(
+        description="what the grace period kept: unreferenced chunks touched within it"
+    )
     at: datetime
 
 
@@ -558,7 +576,7 @@ class LogNode(_Model):
     on_lineage: bool = Field(description="True when CURRENT descends from it (or it is CURRENT)")
     column: int = Field(description="its lane in the graph drawing (0 = leftmost)")
     graph: list[str] = Field(
-        description="the drawing: connector lines first (forks joining), the node's line last"
+        description="the drawing: connector lines first (branches joining), the node's line last"
     )
 
 

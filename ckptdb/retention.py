@@ -31,6 +31,8 @@ from . import errors, validation
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+)([smhdw])")
+#: Zero is the same in every unit, so it is the one number text may give without one.
+_ZERO = re.compile(r"0+")
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 
@@ -42,7 +44,8 @@ MAX_DURATION_SECONDS = 100 * 365 * 86400
 
 def duration_seconds(value: str | int | float) -> float:
     """Seconds in a duration: a number of seconds, or text such as ``"7d"``, ``"1d12h"``,
-    ``"90m"``. InvalidInputError unless it is finite, not negative and at most
+    ``"90m"`` (``"0"`` too: zero needs no unit, any other text number does).
+    InvalidInputError unless it is finite, not negative and at most
     :data:`MAX_DURATION_SECONDS`."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise errors.InvalidInputError(
@@ -50,6 +53,8 @@ def duration_seconds(value: str | int | float) -> float:
         )
     if isinstance(value, str):
         text = value.strip().lower()
+        if _ZERO.fullmatch(text):
+            return 0.0
         parts = _DURATION.findall(text)
         if not parts or "".join(n + u for n, u in parts) != text:
             raise errors.InvalidInputError(

@@ -17,6 +17,7 @@ import pytest
 import ckptdb
 from ckptdb.ops.handle import Handle
 from ckptdb.ops.open import open_handle
+from ckptdb.replication import scratch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -197,3 +198,9 @@ def prepared_blob(handle: Handle, data: bytes, now_ms: int = 0) -> Any:
     from ckptdb.ops.prepare import prepare_value
 
     return prepare_value(handle.store.blobs, data, [0], now_ms)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the scratch directories of the replicators the tests killed with SIGKILL (a
+    live replicator's, whose owner lock is held, is never touched)."""
+    scratch.sweep()

@@ -251,6 +251,46 @@ def test_newer_schema_is_refused_before_any_ddl(db_path: Path) -> None:
     assert all_files_digest(db_path) == before
 
 
+def test_a_newer_schema_names_the_release_that_wrote_it(db_path: Path) -> None:
+    # The file records which release applied each migration: the error says which one
+    # the user needs, for the core set and for an integration's set alike.
+    with ckptdb.open(db_path) as db:
+        db.commit("ns", {"a": b"1"})
+    conn = sqlite3.connect(db_path)
+    conn.execute(
+        "INSERT INTO ckptdb_migration VALUES ('core', 99, 'future', ?, 0, '9.1.0')", ("ab" * 32,)
+    )
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(errors.SchemaTooNewError) as exc:
+        ckptdb.open(db_path)
+    assert "Upgrade ckptdb to 9.1.0 (the release that wrote it)" in str(exc.value)
+    assert exc.value.details["required_version"] == "9.1.0"
+
+
+def test_a_newer_integration_set_is_too_new_not_a_changed_schema(tmp_path: Path) -> None:
+    from ckptdb.integrations.langgraph import CkptdbSaver
+
+    path = tmp_path / "lg.ckpt"
+    CkptdbSaver(path).close()
+    conn = sqlite3.connect(path)
+    latest = conn.execute(
+        "SELECT max(version) FROM ckptdb_migration WHERE migration_set = 'langgraph'"
+    ).fetchone()[0]
+    conn.execute(
+        "INSERT INTO ckptdb_migration VALUES ('langgraph', ?, 'future', ?, 0, '9.2.0')",
+        (latest + 1, "cd" * 32),
+    )
+    conn.commit()
+    conn.close()
+    before = all_files_digest(path)
+    with pytest.raises(errors.SchemaTooNewError) as exc:
+        ckptdb.open(path)
+    assert "langgraph schema version" in str(exc.value) and "9.2.0" in str(exc.value)
+    assert all_files_digest(path) == before
+
+
 def test_edited_migration_is_detected(db_path: Path) -> None:
     with ckptdb.open(db_path) as db:
         db.commit("ns", {"a": b"1"})

@@ -39,7 +39,7 @@ def populated(tmp_path: Path) -> Path:
     (src / "sub").mkdir(parents=True)
     (src / "a.txt").write_bytes(b"alpha\n")
     (src / "sub" / "b.bin").write_bytes(bytes(range(256)))
-    run("commit", str(db), "brain", str(src), "--meta", "turn=1", "--meta", "who=cli")
+    run("commit", str(db), "brain", str(src), "--meta", "turn=1", "--meta", "who=cli", "--create")
     (src / "a.txt").write_bytes(b"alpha v2\n")
     run("commit", str(db), "brain", str(src), "--meta", "turn=2")
     return db
@@ -79,6 +79,7 @@ def test_commit_files_directories_and_metadata(tmp_path: Path) -> None:
         "label=hello world",
         "--expect-current",
         "none",
+        "--create",
     )
     assert set(ack) >= {"checkpoint_id", "generation", "bytes_stored", "bytes_deduplicated"}
     with ckptdb.open(db) as handle:
@@ -138,6 +139,7 @@ def test_commit_refuses_symlinks_and_bad_input(tmp_path: Path) -> None:
     (tmp_path / "d" / "ok.txt").write_text("ok")
     (tmp_path / "secret").write_text("secret")
     (tmp_path / "d" / "link").symlink_to(tmp_path / "secret")
+    run("init", str(db))
     result = run("commit", str(db), "ns", str(tmp_path / "d"), code=7)
     assert "error: invalid_entry:" in result.stderr and "symlink" in result.stderr
     assert run("commit", str(db), "ns", str(tmp_path / "d" / "link"), code=7)
@@ -369,7 +371,7 @@ def test_export_import_round_trip_preserves_ids(populated: Path, tmp_path: Path)
     assert run_json("history", str(dest), "brain") == run_json("history", str(populated), "brain")
 
     fresh = tmp_path / "fresh.ckpt"
-    first = run_json("import", str(fresh), str(dest))
+    first = run_json("import", str(fresh), str(dest), "--create")
     assert first["checkpoints_copied"] == 2 and first["pointers_moved"] == ["brain"]
     second = run_json("import", str(fresh), str(dest))
     assert second["checkpoints_copied"] == 0 and second["checkpoints_present"] == 2
@@ -440,7 +442,7 @@ def test_fork_copies_the_lineage_without_blob_bytes(populated: Path) -> None:
 def test_demo_runs_and_never_damages_the_users_database(tmp_path: Path) -> None:
     db = tmp_path / "mine.ckpt"
     (tmp_path / "state.json").write_text('{"mine": true}')
-    run("commit", str(db), "my/app", str(tmp_path / "state.json"))
+    run("commit", str(db), "my/app", str(tmp_path / "state.json"), "--create")
     out = run("demo", str(db)).stdout
     assert "degraded_fallback" in out and "verify() on your database: ok=True" in out
     with ckptdb.open(db) as handle:
@@ -492,7 +494,7 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     )
     assert b"dedup ratio" in script("stats", str(db)).stdout
     script("export", str(db), str(tmp_path / "x.ckpt"))
-    script("import", str(tmp_path / "y.ckpt"), str(tmp_path / "x.ckpt"))
+    script("import", str(tmp_path / "y.ckpt"), str(tmp_path / "x.ckpt"), "--create")
     assert b"commit" in script("history", str(db), "job").stdout
     assert b"verify" in script("receipts", str(db)).stdout
     script("set-current", str(db), "job", "job@current")
@@ -516,6 +518,7 @@ def test_gc_pins_retention_prune_and_drop_commands(tmp_path: Path) -> None:
             f"loss={i % 4}",
             "--meta",
             f"run_id=r{i % 2}",
+            "--create",
         )
     log = run_json("log", str(db), "run")
     pinned = run_json("pin", str(db), "run~6", "baseline", "--note", "first good")
@@ -559,6 +562,7 @@ def test_progress_stays_quiet_when_not_on_a_terminal(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     for i in range(5):
         (tmp_path / "d" / f"f{i}").write_bytes(os.urandom(1000))
+    run("init", str(tmp_path / "q.ckpt"))
     result = run("commit", str(tmp_path / "q.ckpt"), "ns", str(tmp_path / "d"))
     assert result.stderr == "" and "committed" in result.stdout
     assert run("verify", str(tmp_path / "q.ckpt")).stderr == ""

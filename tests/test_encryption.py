@@ -501,6 +501,7 @@ def test_cli_takes_keys_from_a_file_or_an_environment_variable(tmp_path: Path) -
     refused = _cli("--keys-file", str(keys), "keys", "list", db, code=14)
     assert "chmod 600" in refused.stderr and KEY_A.hex() not in refused.output + refused.stderr
     keys.chmod(0o600)
+    _cli("init", db)
     _cli("--keys-file", str(keys), "keys", "set", db, "t/", "--key-id", "a")
     src = tmp_path / "state.json"
     src.write_bytes(b'{"MARKER-cli": 1}')

@@ -293,6 +293,7 @@ def test_state_dir_refusals_import_nothing(
 def test_import_from_command(tmp_path: Path) -> None:
     db = tmp_path / "cli.ckpt"
     make_fs_store(tmp_path / "store", STATES)
+    cli_json("init", str(db))
     dry = cli_json("import-from", "fs-store", str(tmp_path / "store"), str(db), "--dry-run")
     assert (
         dry["dry_run"] and len(dry["imported"]) == 3 and dry["imported"][0]["checkpoint_id"] is None

@@ -208,7 +208,7 @@ def test_json_dir_skips_and_reports_each_bad_document(
     db_path = box / "d.ckpt"
     if as_cli:
         result = CliRunner().invoke(
-            main, ["import-from", "json-dir", str(src), str(db_path), "--json"]
+            main, ["import-from", "json-dir", str(src), str(db_path), "--create", "--json"]
         )
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             result.exception

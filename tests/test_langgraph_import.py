@@ -201,10 +201,10 @@ def test_cli_import_from_langgraph_sqlite(source: Path, tmp_path: Path) -> None:
     db_path = tmp_path / "cli.ckpt"
     runner = CliRunner()
     first = runner.invoke(
-        cli, ["import-from", "langgraph-sqlite", str(source), str(db_path), "--json"]
+        cli, ["import-from", "langgraph-sqlite", str(source), str(db_path), "--create", "--json"]
     )
     assert first.exit_code == 0, first.output
-    body = json.loads(first.output)
+    body = json.loads(first.stdout)
     assert body["kind"] == "langgraph-sqlite" and body["imported"]
     assert all(i["created"] for i in body["imported"])
     second = runner.invoke(cli, ["import-from", "langgraph-sqlite", str(source), str(db_path)])

@@ -96,7 +96,7 @@ def test_bare_namespace_and_escaping_in_a_database(db: ckptdb.Database) -> None:
 def test_cli_cat_with_a_bare_namespace(tmp_path: Path) -> None:
     db = tmp_path / "r.ckpt"
     (tmp_path / "file").write_bytes(b"hello")
-    run("commit", str(db), "brain-1", str(tmp_path / "file"), "-q")
+    run("commit", str(db), "brain-1", str(tmp_path / "file"), "-q", "--create")
     assert run("cat", str(db), "brain-1", "file").stdout_bytes == b"hello"
 
 
@@ -292,6 +292,7 @@ def test_progress_is_in_bytes(tmp_path: Path) -> None:
 
 def test_no_progress_bar_when_not_a_terminal_or_quiet(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x" * 1000)
+    run("init", str(tmp_path / "q.ckpt"))
     result = run("commit", str(tmp_path / "q.ckpt"), "ns", str(tmp_path / "f"))
     assert result.stderr == ""
     result = run("verify", str(tmp_path / "q.ckpt"), "--quiet")

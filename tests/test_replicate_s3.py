@@ -47,6 +47,16 @@ def _free(port: int) -> bool:
     return True
 
 
+def _local_sockets(ports: dict[str, int]) -> list[Path]:
+    """The Unix sockets SeaweedFS creates for its servers at fixed paths under /tmp (no flag
+    moves them; -s3.localSocket is given one under the test's directory instead), which it
+    leaves behind when it stops: the fixture removes them."""
+    return [
+        Path(f"/tmp/seaweedfs-{kind}-grpc-{ports[kind] + 10000}.sock")
+        for kind in ("master", "volume", "s3")
+    ]
+
+
 def _free_port(taken: set[int]) -> int:
     """A free port p whose p + 10000 is free too (SeaweedFS puts gRPC there)."""
     for _ in range(1000):
@@ -84,7 +94,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [WEED, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={root / 'data'}",
          f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
          f"-filer.port={ports['filer']}", "-s3", f"-s3.port={ports['s3']}",
-         f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+         f"-s3.config={config}", f"-s3.localSocket={root / 's3.sock'}",
+         "-s3.port.iceberg=0", "-s3.port.lance=0",
          "-master.volumeSizeLimitMB=64", "-volume.max=4"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -116,6 +127,10 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+        for sock in _local_sockets(ports):
+            if sock.is_socket():
+                sock.unlink()
+        assert not [sock for sock in _local_sockets(ports) if sock.exists()]
 
 
 _PRIMARY = """

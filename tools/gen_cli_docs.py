@@ -33,9 +33,12 @@ INTRO = """\
 `ckptdb` comes with the package (a console-script entry point). It is a thin layer over the
 library: every command calls the public API and prints either a readable table or summary,
 or with `--json` exactly one JSON document (the pydantic model the library returns; schemas
-in `schema/models/`).
+in `schema/models/`). Three commands print no report and take no `--json`: `cat` (an
+entry's raw bytes), `completion` (a shell script) and `demo` (a tour for people).
 
-**Arguments used everywhere.** `DB` is the path of a database file. `CHECKPOINT` (and `A`,
+**Arguments used everywhere.** `DB` is the path of a database file; it must exist, except
+for `init` (which creates it) and `commit`, `import`, `import-from` with `--create`, so a
+mistyped path is an error, never a new empty database. `CHECKPOINT` (and `A`,
 `B`) is a reference, one grammar everywhere (`ckptdb.references`):
 
 | form | names |
@@ -66,7 +69,10 @@ progress bar in bytes on stderr, with the rate and the time left (click's progre
 when stderr is a terminal -- never when it is piped, with `--json` or with `--quiet`.
 
 **Shell completion.** `eval "$(ckptdb completion bash)"` (or `zsh`; for fish
-`ckptdb completion fish > ~/.config/fish/completions/ckptdb.fish`).
+`ckptdb completion fish > ~/.config/fish/completions/ckptdb.fish`). Besides commands and
+options it completes `DB` as a file path, and `NAMESPACE`, `CHECKPOINT` and `ENTRY` from the
+database named earlier on the line (read-only; a path that is not a database completes to
+nothing).
 """
 
 
@@ -101,6 +107,22 @@ def _option_line(param: click.Parameter, ctx: click.Context) -> str:
     return f"- `{names}` -- {text.strip()}" if text else f"- `{names}`"
 
 
+def _global_options(root: click.Context) -> str:
+    """The root group's options, which every command also takes after its name."""
+    lines = [
+        "## Global options",
+        "",
+        "Given before or after the command: `ckptdb --keys-file K namespaces DB` and",
+        "`ckptdb namespaces DB --keys-file K` are the same (given in both places, the one",
+        "after the command wins; either wins over the environment).",
+        "",
+    ]
+    for param in cli.main.get_params(root):
+        if isinstance(param, click.Option) and not param.is_eager:
+            lines.append(_option_line(param, root))
+    return "\n".join(lines) + "\n"
+
+
 def _command(path: list[str], command: click.Command, parent: click.Context) -> list[str]:
     ctx = click.Context(command, info_name=path[-1], parent=parent)
     out = [f"### `{' '.join(path)} {' '.join(command.collect_usage_pieces(ctx))}`", ""]
@@ -128,7 +150,7 @@ def _dedent(text: str) -> str:
 def render() -> str:
     """The whole page."""
     root = click.Context(cli.main, info_name="ckptdb")
-    parts = [INTRO, _exit_table(), "## Commands", ""]
+    parts = [INTRO, _global_options(root), _exit_table(), "## Commands", ""]
     for name in sorted(cli.main.commands):
         parts += _command(["ckptdb", name], cli.main.commands[name], root)
     return "\n".join(parts).rstrip() + "\n"

@@ -1,11 +1,16 @@
-"""The root ``ckptdb`` group: the options every command shares (the keys), the help text and
-the exit statuses that are not errors (an error's status is its class's ``exit_status``)."""
+"""The root ``ckptdb`` group: the global options (keys, busy timeout), which every command
+takes before or after its name, the help text and the exit statuses that are not errors (an
+error's status is its class's ``exit_status``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from .. import __version__
+from ..connection import DEFAULT_BUSY_TIMEOUT
+from .completion import complete_arguments
 
 #: ``ckptdb import-from`` finished, but some source items were skipped (listed in the
 #: report, on stderr, in --json and in the receipt).
@@ -43,22 +48,90 @@ Exit status:
 """
 
 
-@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Keep a global option's value for the whole command line (``ctx.meta`` is shared by
+    every context of it): given after the subcommand, it replaces the value given before
+    it or taken from the environment."""
+    if value is not None:
+        ctx.meta[f"ckptdb.{param.name}"] = value
+
+
+def global_options(*, root: bool) -> list[click.Option]:
+    """The options every command takes, before or after its name: the root group's
+    (``root``; documented, and read from the environment too) or a command's own copy
+    (hidden from its help, which would repeat them for every command)."""
+    return [
+        click.Option(
+            ["--keys-file"],
+            envvar="CKPTDB_KEYS_FILE" if root else None,
+            metavar="PATH",
+            help="JSON file {key_id: key as 64 hex digits or base64} of the keys of encrypted "
+            "key scopes (mode 600; also $CKPTDB_KEYS_FILE). Keys are never taken on the "
+            "command line.",
+            expose_value=False,
+            callback=_remember,
+            hidden=not root,
+        ),
+        click.Option(
+            ["--keys-env"],
+            metavar="NAME",
+            help="Name of an environment variable holding the same JSON as --keys-file.",
+            expose_value=False,
+            callback=_remember,
+            hidden=not root,
+        ),
+        click.Option(
+            ["--busy-timeout"],
+            envvar="CKPTDB_BUSY_TIMEOUT" if root else None,
+            type=click.FloatRange(min=0),
+            metavar="SECONDS",
+            help="Wait up to SECONDS for another process's write lock before giving up "
+            f"(default {DEFAULT_BUSY_TIMEOUT:g}; also $CKPTDB_BUSY_TIMEOUT).",
+            expose_value=False,
+            callback=_remember,
+            hidden=not root,
+        ),
+    ]
+
+
+class RootGroup(click.Group):
+    """The ``ckptdb`` group: every command added to it (and every subcommand of a group
+    added) gets its own copy of the global options and completing argument types
+    (:func:`~.completion.complete_arguments`), so neither is declared command by command."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add ``cmd`` with the global options and completion of its arguments."""
+        _share(cmd)
+        super().add_command(cmd, name)
+
+
+#: Said at the end of every command's help, where its copies of the global options hide.
+GLOBAL_OPTIONS_NOTE = (
+    "\b\nGlobal options, before or after the command (see `ckptdb --help`):\n"
+    "  --keys-file PATH, --keys-env NAME, --busy-timeout SECONDS"
+)
+
+
+def _share(cmd: click.Command) -> None:
+    """Give ``cmd`` and its subcommands the global options and completing argument types."""
+    cmd.params.extend(global_options(root=False))
+    cmd.epilog = (
+        GLOBAL_OPTIONS_NOTE if cmd.epilog is None else f"{cmd.epilog}\n\n{GLOBAL_OPTIONS_NOTE}"
+    )
+    complete_arguments(cmd)
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _share(sub)
+
+
+@click.group(
+    cls=RootGroup,
+    epilog=EXIT_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    params=global_options(root=True),
+)
 @click.version_option(__version__, prog_name="ckptdb")
-@click.option(
-    "--keys-file",
-    envvar="CKPTDB_KEYS_FILE",
-    metavar="PATH",
-    help="JSON file {key_id: key as 64 hex digits or base64} of the keys of encrypted key "
-    "scopes (mode 600; also $CKPTDB_KEYS_FILE). Keys are never taken on the command line.",
-)
-@click.option(
-    "--keys-env",
-    metavar="NAME",
-    help="Name of an environment variable holding the same JSON as --keys-file.",
-)
-@click.pass_context
-def main(ctx: click.Context, keys_file: str | None, keys_env: str | None) -> None:
+def main() -> None:
     """ckptdb: a single-file, transactional checkpoint database.
 
     DB is the path of a ckptdb database file. CHECKPOINT is a full id, a unique prefix of at
@@ -67,9 +140,11 @@ def main(ctx: click.Context, keys_file: str | None, keys_env: str | None) -> Non
     hex) is written NS@current. Command groups take DB after the subcommand:
     `ckptdb migrate status DB`, `ckptdb retention show DB`.
 
+    The options below (--keys-file, --keys-env, --busy-timeout) go before or after the
+    command: `ckptdb --keys-file K namespaces DB` and `ckptdb namespaces DB --keys-file K`
+    are the same.
+
     Output for people shows any control character it prints (from names, metadata, notes
     of a file that may be hostile) as an escape such as \\x1b, never raw; --json output is
     exact (JSON escapes). A JSON VALUE given to an option nests at most 64 levels.
     """
-    ctx.meta["ckptdb.keys_file"] = keys_file
-    ctx.meta["ckptdb.keys_env"] = keys_env

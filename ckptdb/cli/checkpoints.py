@@ -9,9 +9,10 @@ import click
 
 from .. import UNSET, errors
 from ..paths import entries_from_paths
+from . import suggest
 from .app import EXIT_DEGRADED
 from .arguments import parse_accept_schemas, parse_expect, parse_metadata
-from .command import command, json_option, open_database, quiet_option
+from .command import command, create_option, json_option, open_database, quiet_option
 from .progress import progress_bar
 from .render import checkpoints as render
 
@@ -21,8 +22,12 @@ from .render import checkpoints as render
 @json_option
 @command
 def init(db: str, as_json: bool) -> None:
-    """Create an empty database (an existing ckptdb file is left as it is)."""
-    with open_database(db) as handle:
+    """Create an empty database (an existing ckptdb file is left as it is).
+
+    The one command that always creates DB (saying so on stderr); every other command
+    refuses a DB that does not exist (commit, import and import-from create it with
+    --create)."""
+    with open_database(db, create=True) as handle:
         stats = handle.stats()
     render.initialized(stats, as_json)
 
@@ -45,6 +50,7 @@ def init(db: str, as_json: bool) -> None:
     help="Compare-and-swap: commit only if CURRENT is this id ('none': empty).",
 )
 @click.option("--reason", default="commit", show_default=True, help="Recorded in the history.")
+@create_option
 @quiet_option
 @json_option
 @command
@@ -56,6 +62,7 @@ def commit(
     meta_json: str | None,
     expect_current: str | None,
     reason: str,
+    create: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -66,13 +73,14 @@ def commit(
     directory walk skips DB and its -wal/-shm/-journal files. --meta values are JSON when
     they parse as JSON (turn=12 is a number), else strings. --expect-current makes it a
     compare-and-swap (exit 4 on mismatch). A stored quota can refuse it (exit 16) or evict
-    older checkpoints to make room (listed). --json keys: checkpoint_id, namespace,
-    parent_id, generation, pointer_revision, created, entry_count, logical_bytes,
-    bytes_stored, bytes_deduplicated, created_at, evicted_ids.
+    older checkpoints to make room (listed). DB must exist (`ckptdb init DB`) unless
+    --create is given, so a mistyped path is an error, not a new database. --json keys:
+    checkpoint_id, namespace, parent_id, generation, pointer_revision, created,
+    entry_count, logical_bytes, bytes_stored, bytes_deduplicated, created_at, evicted_ids.
     """
     entries = entries_from_paths(paths, database=db)
     metadata = parse_metadata(meta_pairs, meta_json)
-    with open_database(db) as handle:
+    with open_database(db, create=create) as handle:
         if expect_current is None:
             expect: Any = UNSET
         elif expect_current.lower() == "none":
@@ -98,7 +106,7 @@ def commit(
 @command
 def current(db: str, namespace: str, as_json: bool) -> None:
     """Show the CURRENT checkpoint of NAMESPACE."""
-    with open_database(db, readonly=True) as handle:
+    with open_database(db, readonly=True) as handle, suggest.namespaces(handle, namespace):
         cp = handle.current(namespace)
         if cp is None:
             raise errors.NamespaceNotFoundError(f"namespace {namespace!r} has no checkpoint")
@@ -113,7 +121,7 @@ def current(db: str, namespace: str, as_json: bool) -> None:
 @command
 def show(db: str, checkpoint: str, as_json: bool) -> None:
     """Show the manifest of CHECKPOINT: entries, metadata, parent, counters."""
-    with open_database(db, readonly=True) as handle:
+    with open_database(db, readonly=True) as handle, suggest.namespaces(handle, checkpoint):
         cp = handle.get(handle.resolve(checkpoint))
     render.manifest(cp.info, as_json)
 
@@ -126,11 +134,13 @@ def show(db: str, checkpoint: str, as_json: bool) -> None:
 def cat(db: str, checkpoint: str, entry: str) -> None:
     """Write the verified bytes of ENTRY of CHECKPOINT to stdout (binary-safe)."""
     with open_database(db, readonly=True) as handle:
-        cp = handle.get(handle.resolve(checkpoint))
+        with suggest.namespaces(handle, checkpoint):
+            cp = handle.get(handle.resolve(checkpoint))
         # The entry's exact bytes are the output: the one place nothing is escaped.
         out = sys.stdout.buffer
-        for piece in cp.iter_bytes(entry):
-            out.write(piece)
+        with suggest.entry(cp, entry):
+            for piece in cp.iter_bytes(entry):
+                out.write(piece)
         out.flush()
 
 
@@ -193,6 +203,7 @@ def checkout(
     accept = parse_accept_schemas(accept_pairs)
     with (
         open_database(db) as handle,
+        suggest.namespaces(handle, checkpoint),
         progress_bar("checking out", as_json or quiet) as progress,
     ):
         result = handle.checkout(
@@ -231,7 +242,7 @@ def set_current(
     CURRENT becomes the fallback unless it is damaged: then the previous fallback is kept
     (or there is none), so a damaged checkpoint is never protected as the fallback.
     """
-    with open_database(db) as handle:
+    with open_database(db) as handle, suggest.namespaces(handle, namespace, checkpoint):
         before = handle.pointer(namespace)
         pointer = handle.set_current(
             namespace, handle.resolve(checkpoint), reason=reason, verify=not no_verify
@@ -259,7 +270,7 @@ def fork(db: str, source: str, target: str, limit: int | None, reason: str, as_j
     metadata and parent links, and land in one transaction; TARGET's CURRENT moves once, to
     the copy of SOURCE's CURRENT. Running it again copies nothing new.
     """
-    with open_database(db) as handle:
+    with open_database(db) as handle, suggest.namespaces(handle, source):
         lineage = handle.lineage(source, limit=limit)
         if not lineage:
             raise errors.NamespaceNotFoundError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from . import suggest
 from .command import command, json_option, open_database
 from .render import lineage as render
 
@@ -38,12 +39,14 @@ def log(
     """Show the lineage of NAMESPACE, newest first.
 
     Markers: * current, ~ fallback, P pinned; with --all, o marks a checkpoint that CURRENT
-    does not descend from. --graph draws forks (commits made on an older base) like
-    `git log --graph`; without --all it shows the lineage of CURRENT and of the fallback.
-    Lanes past the 16th share one column with a count, so a line stays short however many
-    forks there are: `*+N` is the checkpoint and N other lanes, `|+N` N+1 lanes passing.
+    does not descend from. --graph draws branches (commits made on an older base of the
+    same namespace, e.g. a rollback or LangGraph time travel) like `git log --graph`;
+    without --all it shows the lineage of CURRENT and of the fallback. Lanes past the 16th
+    share one column with a count, so a line stays short however many branches there are:
+    `*+N` is the checkpoint and N other lanes, `|+N` N+1 lanes passing. Metadata is shown
+    on one line (nested keys dotted, e.g. langgraph.step=1), cut at 240 characters.
     """
-    with open_database(db, readonly=True) as handle:
+    with open_database(db, readonly=True) as handle, suggest.namespaces(handle, namespace):
         if graph or show_all:
             result = handle.log(namespace, all=show_all, limit=limit)
         else:  # the CURRENT lineage only
@@ -66,7 +69,7 @@ def diff(db: str, a: str, b: str, as_json: bool) -> None:
     how many bytes B still shares with A by content; metadata keys that differ; and how A
     stands to B in the lineage (ancestor, descendant, siblings, unrelated).
     """
-    with open_database(db, readonly=True) as handle:
+    with open_database(db, readonly=True) as handle, suggest.namespaces(handle, a, b):
         result = handle.diff(a, b)
     render.diff(result, as_json)
 
@@ -79,7 +82,7 @@ def diff(db: str, a: str, b: str, as_json: bool) -> None:
 @command
 def history(db: str, namespace: str, limit: int | None, as_json: bool) -> None:
     """Show every move of NAMESPACE's CURRENT pointer, newest first."""
-    with open_database(db, readonly=True) as handle:
+    with open_database(db, readonly=True) as handle, suggest.namespaces(handle, namespace):
         moves = handle.history(namespace, limit=limit)
     render.history(moves, as_json)
 

@@ -48,10 +48,10 @@ def migrate_plan(db: str, to: int | None, as_json: bool) -> None:
 @click.option("--no-backup", is_flag=True, help="Do not take a backup first.")
 @click.option(
     "--timeout",
-    default=30.0,
-    show_default=True,
+    default=None,
     type=click.FloatRange(min=0),
-    help="Seconds to wait for another writer before refusing.",
+    help="Seconds to wait for another writer before refusing (default: --busy-timeout, "
+    "else 30).",
 )
 @json_option
 @command
@@ -60,7 +60,7 @@ def migrate_up(
     to: int | None,
     backup_path: str | None,
     no_backup: bool,
-    timeout: float,
+    timeout: float | None,
     as_json: bool,
 ) -> None:
     """Back up (verified), then apply pending migrations, each in its own transaction."""

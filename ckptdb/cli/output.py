@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -141,12 +141,35 @@ def size(n: int | float) -> str:
     return f"{value:.1f} GiB"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` with ``noun`` in agreement: ``1 entry``, ``2 entries``, ``0 chunks``. The plural
+    is ``noun`` + s (consonant + y: ies) unless given."""
+    if n == 1:
+        return f"{n} {noun}"
+    if plural is None:
+        ies = noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u")
+        plural = noun[:-1] + "ies" if ies else noun + "s"
+    return f"{n} {plural}"
+
+
 def when(moment: datetime) -> str:
     """A UTC time for people, to the millisecond: ``2025-01-31T12:00:00.000Z``."""
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _leaves(value: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            yield from _leaves(item, f"{prefix}{key}.")
+        elif item not in ({}, [], ""):
+            yield f"{prefix}{key}", item
+
+
 def summary(metadata: dict[str, Any], width: int = 40) -> str:
-    """Metadata on one line, ``key=<JSON value>, ...``, cut to ``width`` with '…'."""
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in metadata.items())
+    """Metadata on one line, ``key=<JSON value>, ...``, cut to ``width`` with '…'.
+
+    Nested objects are spelled out as dotted keys (``langgraph.step=1``) and empty values
+    ({}, [], "") left out, so one large or empty object cannot push every other field past
+    the cut (``ckptdb show`` prints the metadata whole)."""
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in _leaves(metadata))
     return text if len(text) <= width else text[: width - 1] + "…"

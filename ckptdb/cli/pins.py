@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from . import suggest
 from .command import command, json_option, open_database
 from .render import pins as render
 
@@ -21,7 +22,7 @@ def pin(
     db: str, checkpoint: str, name: str, note: str | None, replace: bool, as_json: bool
 ) -> None:
     """Pin CHECKPOINT as NAME: protected from GC and every retention policy."""
-    with open_database(db) as handle:
+    with open_database(db) as handle, suggest.namespaces(handle, checkpoint):
         result = handle.pin(checkpoint, name, note=note, replace=replace)
     render.pinned(result, as_json)
 

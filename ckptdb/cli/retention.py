@@ -11,6 +11,7 @@ from .. import errors
 from .arguments import keep_options, parse_metadata, parse_retention_policy
 from .command import GroupDbLast, command, json_option, open_database, quiet_option
 from .progress import progress_bar
+from .render import grace as render_grace
 from .render import retention as render
 
 
@@ -23,7 +24,8 @@ from .render import retention as render
     default="1h",
     show_default=True,
     metavar="DURATION",
-    help="Keep unreferenced chunks younger than this (in-flight publishes).",
+    help="Keep unreferenced chunks touched within this (commits in flight may be staging "
+    "them); the report says what it held back and until when. 0s: only when no commit runs.",
 )
 @click.option("--dry-run", is_flag=True, help="Show the exact plan; change nothing.")
 @click.option(
@@ -66,6 +68,7 @@ def gc(
         )
         policy_unset = policy is None and not handle.retention()
     render.gc_report(report, policy_unset, as_json)
+    render_grace.held_back(report, db, as_json)
 
 
 @click.command()

@@ -34,7 +34,7 @@ import click
 
 from .. import errors
 from ..ops.query import QueryStream, json_cell, json_keys
-from .output import echo, escape, json_escape_chunk, json_text
+from .output import count, echo, escape, json_escape_chunk, json_text
 
 TABLE_SAMPLE = 200
 #: A table cell shows at most this many characters (a BLOB: half as many bytes, in hex).
@@ -224,8 +224,8 @@ def _table_rows(out: _Output, result: QueryStream) -> None:
         out.write(line(cells(raw)))
     if out.cut:
         click.echo(
-            f"note: {out.cut} value(s) longer than {TABLE_CELL_CHARS} characters are shown cut "
-            "(ending in …); --json or --csv prints every value whole, and `ckptdb cat DB "
+            f"note: {count(out.cut, 'value')} longer than {TABLE_CELL_CHARS} characters "
+            "shown cut (ending in …); --json or --csv prints every value whole, and `ckptdb cat DB "
             "CHECKPOINT ENTRY` writes an entry's bytes",
             err=True,
         )

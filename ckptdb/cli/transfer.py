@@ -9,7 +9,7 @@ import click
 from .. import errors
 from ..importers import IMPORTERS, run_import
 from .app import EXIT_IMPORT_SKIPPED
-from .command import command, json_option, open_database, quiet_option
+from .command import command, create_option, json_option, open_database, quiet_option
 from .progress import progress_bar
 from .render import transfer as render
 
@@ -38,14 +38,26 @@ def export_cmd(
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--namespace", "namespaces", multiple=True, help="Import only these (repeatable).")
 @click.option("--overwrite", is_flag=True, help="Move conflicting CURRENT pointers anyway.")
+@create_option
 @quiet_option
 @json_option
 @command
 def import_cmd(
-    db: str, source: str, namespaces: tuple[str, ...], overwrite: bool, quiet: bool, as_json: bool
+    db: str,
+    source: str,
+    namespaces: tuple[str, ...],
+    overwrite: bool,
+    create: bool,
+    quiet: bool,
+    as_json: bool,
 ) -> None:
-    """Merge the checkpoints of the ckptdb file SOURCE into DB (idempotent)."""
-    with open_database(db) as handle, progress_bar("importing", as_json or quiet) as progress:
+    """Merge the checkpoints of the ckptdb file SOURCE into DB (idempotent).
+
+    DB must exist (`ckptdb init DB`) unless --create is given."""
+    with (
+        open_database(db, create=create) as handle,
+        progress_bar("importing", as_json or quiet) as progress,
+    ):
         receipt = handle.import_file(
             source, namespaces=list(namespaces) or None, overwrite=overwrite, progress=progress
         )
@@ -60,6 +72,7 @@ def import_cmd(
 @click.argument("db")
 @click.option("--namespace", help="Namespace to import into (default: derived from the source).")
 @click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
+@create_option
 @quiet_option
 @json_option
 @command
@@ -69,10 +82,13 @@ def import_from(
     db: str,
     namespace: str | None,
     dry_run: bool,
+    create: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
     """Import checkpoints from another store (idempotent: a second run imports nothing new).
+
+    DB must exist (`ckptdb init DB`) unless --create is given.
 
     \b
     KIND is one of:
@@ -82,7 +98,10 @@ def import_from(
       state-dir         an engine-state directory with a manifest written last
       langgraph-sqlite  a LangGraph SqliteSaver database (needs ckptdb[langgraph])
     """
-    with open_database(db) as handle, progress_bar("importing", as_json or quiet) as progress:
+    with (
+        open_database(db, create=create) as handle,
+        progress_bar("importing", as_json or quiet) as progress,
+    ):
         report = run_import(
             handle, kind, source, namespace=namespace, dry_run=dry_run, progress=progress
         )

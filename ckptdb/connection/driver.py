@@ -13,7 +13,7 @@ import apsw
 
 from .. import errors
 from . import sandbox, walhook
-from .busy import LockWaits
+from .busy import LockWaits, write_lock_timeout
 from .confinement import Confinement, IntegrationSession
 from .statements import Params, Row, StatementRunner
 from .translate import force_close, translate
@@ -192,6 +192,8 @@ class Connection(StatementRunner):
                 )
             try:
                 self._raw.execute("BEGIN IMMEDIATE")
+            except apsw.BusyError as exc:
+                raise write_lock_timeout("BEGIN IMMEDIATE", self.path, self.lock_waits) from exc
             except apsw.Error as exc:
                 raise translate(exc, "BEGIN IMMEDIATE") from exc
             try:

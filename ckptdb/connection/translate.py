@@ -38,8 +38,7 @@ def translate(exc: BaseException, what: str) -> errors.CkptdbError:
         )
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return errors.BusyTimeoutError(
-            f"{detail}. Another process held the write lock longer than the busy timeout; "
-            "retry, or open the database with a larger busy_timeout."
+            f"{detail}. Another process or connection held the lock longer than the busy timeout"
         )
     if isinstance(exc, apsw.FullError):
         return errors.DiskFullError(

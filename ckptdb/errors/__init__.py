@@ -18,6 +18,7 @@ own.
 from __future__ import annotations
 
 from ._base import (
+    AdvisedError,
     BlobMissingError,
     BusyTimeoutError,
     CheckpointNotFoundError,
@@ -104,6 +105,7 @@ from .replication import (
 )
 
 __all__ = [
+    "AdvisedError",
     "BlobMissingError",
     "BusyTimeoutError",
     "CheckpointNotFoundError",

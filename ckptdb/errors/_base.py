@@ -38,6 +38,24 @@ class CkptdbError(Exception):
         return out
 
 
+class AdvisedError(CkptdbError):
+    """An error whose message is what happened (``situation``), then what a Python caller
+    can do about it (the class's ``advice``: an argument of ``ckptdb.open``). A front end
+    with means of its own -- the ``ckptdb`` command's options -- states its own advice
+    instead, with :meth:`advised`."""
+
+    #: what a Python caller can do about it: the end of the message
+    advice: ClassVar[str] = ""
+
+    def __init__(self, situation: str, **details: Any) -> None:
+        super().__init__(f"{situation}; {self.advice}", **details)
+        self.situation = situation
+
+    def advised(self, advice: str) -> str:
+        """The message with ``advice`` in place of the advice for a Python caller."""
+        return f"{self.situation}; {advice}"
+
+
 # --- bad input -------------------------------------------------------------------------
 
 
@@ -183,12 +201,15 @@ class CommitOutcomeUnknownError(CkptdbError):
     retryable = True
 
 
-class BusyTimeoutError(CkptdbError):
-    """Another connection held the write lock longer than the busy timeout."""
+class BusyTimeoutError(AdvisedError):
+    """Another connection held the write lock longer than the busy timeout. The message
+    says how long this one waited and, where the operating system tells (Linux), which
+    process held the lock."""
 
     code = "busy_timeout"
     exit_status = 8
     retryable = True
+    advice = "retry, or open the database with a longer busy_timeout= (seconds; None: no limit)"
 
 
 class StorageError(CkptdbError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import CkptdbError, CorruptionError, InvalidInputError, NotFoundError
+from ._base import AdvisedError, CkptdbError, CorruptionError, InvalidInputError, NotFoundError
 
 # --- keys and encryption ---------------------------------------------------------------
 # Messages and details of these errors name key ids, never key material.
@@ -15,12 +15,13 @@ class InvalidKeyError(InvalidInputError):
     exit_status = 14
 
 
-class KeyUnavailableError(CkptdbError):
+class KeyUnavailableError(AdvisedError):
     """The key of a key scope was not given to this handle: that scope cannot be read or
     written (every other scope works). Open with ``keys={key_id: key}``."""
 
     code = "key_unavailable"
     exit_status = 14
+    advice = "open the database with keys={key_id: <32-byte key>} (or a key provider that knows it)"
 
 
 class KeyMismatchError(CkptdbError):

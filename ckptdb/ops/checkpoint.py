@@ -157,7 +157,7 @@ class Checkpoint:
         except KeyError:
             raise errors.EntryNotFoundError(
                 f"checkpoint {self.id[:12]} has no entry {name!r}; it has "
-                f"{len(self._entries)} entries",
+                f"{len(self._entries)} entr{'y' if len(self._entries) == 1 else 'ies'}",
                 checkpoint_id=self.id,
                 entry=name,
             ) from None

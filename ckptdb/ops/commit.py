@@ -17,19 +17,19 @@ from typing import Any
 from .. import canonical, errors, models
 from ..canonical import EntryRecord
 from ..extension import Session
-from ..store import CORE_TABLES, checkpoints, pointers
+from ..store import CORE_TABLES, blob_scans, checkpoints, pointers
 from ..store.blobs import BlobStore, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
 from ..store.receipts import store_receipt
 from ..store.rows import CurrentSummary, PointerRow
 from ..types import Entry, _Unset
-from . import quota
+from . import gc, quota
 from .handle import Handle
 from .prepare import INLINE_BUDGET, inline, prepare_value
 from .progress import CommitBytes
 from .unit import Unit, writing
 
-__all__ = ["CommitPlan", "commit", "prepare", "publish", "set_current"]
+__all__ = ["CommitPlan", "commit", "discard_staged", "prepare", "publish", "set_current"]
 
 Hook = Callable[[Session, models.CommitAck], None]
 
@@ -54,6 +54,8 @@ class CommitPlan:
         "records",
         "references",
         "scope",
+        "staged",
+        "staged_at_ms",
         "total_size",
         "values",
     )
@@ -92,6 +94,10 @@ class CommitPlan:
         #: True when an entry is a reference (a BlobRef) to a stored blob
         self.references = False
         self.attempted_id: str | None = None
+        #: chunks :func:`prepare` staged that were not stored before (by id), and the time
+        #: it stamped them with: what a failed commit may take back (:func:`discard_staged`)
+        self.staged: list[int] = []
+        self.staged_at_ms = 0
 
 
 def prepare(blobs: BlobStore, plan: CommitPlan, scope: Scope, now_ms: int) -> None:
@@ -105,6 +111,7 @@ def prepare(blobs: BlobStore, plan: CommitPlan, scope: Scope, now_ms: int) -> No
         plan.metadata_json = scope.seal_metadata(plan.metadata_json)
     budget = [INLINE_BUDGET]
     counter = None if plan.progress is None else CommitBytes(plan.progress, values)
+    plan.staged_at_ms = now_ms
     inline_limit = blobs.chunker.inline_limit
     records = plan.records
     prepared = plan.blobs
@@ -118,7 +125,13 @@ def prepare(blobs: BlobStore, plan: CommitPlan, scope: Scope, now_ms: int) -> No
             blob = inline(value, scope)  # the common case, without the dispatch
         else:
             blob = prepare_value(
-                blobs, value, budget, now_ms, None if counter is None else counter.read, scope
+                blobs,
+                value,
+                budget,
+                now_ms,
+                None if counter is None else counter.read,
+                scope,
+                plan.staged,
             )
         if blob.reference:
             plan.references = True
@@ -143,22 +156,82 @@ def commit(handle: Handle, plan: CommitPlan) -> models.CommitAck:
         outer = handle.enter(write=True, keeps_heads=True)
         try:
             tx = Unit(handle, handle.store, writes=True)
-            if plan.values is not None:
-                keyring = tx.store.blobs.keyring
-                scope = keyring.known_scope(plan.namespace) or keyring.scope_for_namespace(
-                    tx.conn, plan.namespace
-                )
-                prepare(tx.store.blobs, plan, scope, tx.now_ms)
             try:
-                with tx.conn.write_transaction():
-                    ack = publish(tx, plan)
-            except errors.CommitOutcomeUnknownError as exc:
-                handle.forget_heads()
-                return _resolve_unknown_outcome(handle, plan, exc)
+                if plan.values is not None:
+                    keyring = tx.store.blobs.keyring
+                    scope = keyring.known_scope(plan.namespace) or keyring.scope_for_namespace(
+                        tx.conn, plan.namespace
+                    )
+                    prepare(tx.store.blobs, plan, scope, tx.now_ms)
+                try:
+                    with tx.conn.write_transaction():
+                        ack = publish(tx, plan)
+                except errors.CommitOutcomeUnknownError as exc:
+                    handle.forget_heads()
+                    return _resolve_unknown_outcome(handle, plan, exc)
+            except errors.DiskFullError as exc:
+                raise discard_staged(tx, [plan], exc) from exc
             handle.remember_heads(tx.moved)  # only once COMMIT returned
             return ack
         finally:
             handle.owner = outer  # what Handle.use does on leaving
+
+
+def discard_staged(
+    tx: Unit, plans: list[CommitPlan], failure: errors.DiskFullError
+) -> errors.DiskFullError:
+    """The disk filled up and ``plans`` failed: delete the chunks they staged themselves
+    (inserted, not dedup hits) that nothing references or touched since, so they do not
+    outlive the commits -- best effort, in a transaction of its own that the full disk may
+    refuse too. Returns the error to raise instead of ``failure``: it says what became of
+    those chunks and which command recovers."""
+    path = tx.handle.path
+    recover = (
+        f"`ckptdb gc {path} --grace 0s` (db.gc(grace=0)) deletes them -- run it only while no "
+        "other commit runs: the grace period is what protects the chunks a commit stages"
+    )
+    staged = [plan for plan in plans if plan.staged]
+    if not staged:
+        return errors.DiskFullError(
+            f"{failure} To make room, `ckptdb gc {path}` deletes what retention does not keep; "
+            "chunks that failed or killed commits staged are kept for the grace period, and "
+            f"{recover}.",
+            **failure.details,
+        )
+    count = sum(len(plan.staged) for plan in staged)
+    try:
+        deleted, freed = _delete_staged(tx, staged)
+    except errors.CkptdbError as cleanup:
+        return errors.DiskFullError(
+            f"{failure} The {count} chunks the commit had staged could not be deleted "
+            f"({cleanup.code}); once there is a little room, {recover}.",
+            **failure.details,
+            staged_chunks=count,
+        )
+    for plan in staged:
+        plan.staged = []
+    return errors.DiskFullError(
+        f"{failure} The {deleted} chunks ({freed / 2**20:.1f} MiB) the commit had staged were "
+        f"deleted again. To make room, `ckptdb gc {path}` deletes what retention does not keep.",
+        **failure.details,
+        staged_chunks_deleted=deleted,
+    )
+
+
+def _delete_staged(tx: Unit, plans: list[CommitPlan]) -> tuple[int, int]:
+    """Delete what :func:`discard_staged` may, in one write transaction that also hands
+    the freed pages back (so the file can shrink without first growing by them). Returns
+    (chunks, bytes)."""
+    conn = tx.conn
+    deleted = freed = 0
+    with conn.write_transaction():
+        free_before = gc.free_pages(conn)
+        for plan in plans:
+            count, size = blob_scans.delete_staged_chunks(conn, plan.staged, plan.staged_at_ms)
+            deleted += count
+            freed += size
+        gc.release_pages(conn, free_before)
+    return deleted, freed
 
 
 def _resolve_unknown_outcome(

@@ -109,8 +109,8 @@ def set_encryption(
     kek = handle.keyring.host_key(kid)
     if kek is None:
         raise errors.KeyUnavailableError(
-            f"set_encryption needs the key for key id {keyids.shown(kid)}: open the database "
-            "with keys={key_id: <32-byte key>} (or a key provider that knows it)",
+            f"set_encryption needs the key for key id {keyids.shown(kid)}, which this handle "
+            "was not given",
             key_id=keyids.detail(kid),
         )
     with holding(handle, write=True) as tx:

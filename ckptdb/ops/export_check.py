@@ -110,7 +110,7 @@ def _check_row(row: CheckpointRow, entries: list[EntryRow], found: _Findings) ->
     if problem is not None:
         found.add(f"{where}: {problem}")
     if row.entry_count != len(entries):
-        found.add(f"{where}: entry_count {row.entry_count} but {len(entries)} entries")
+        found.add(f"{where}: entry_count {row.entry_count} but {len(entries)} entry row(s)")
     total = 0
     for e in entries:
         if not 0 <= e.size <= MAX_SIZE:

@@ -74,14 +74,19 @@ RECLAIM_MIN_PAGES = 256
 MAX_IDS_IN_RECEIPT = 1_000
 
 
+#: What the grace period keeps: (chunks, bytes, oldest and newest last touch in ms).
+Held = tuple[int, int, int | None, int | None]
+
+
 @dataclass
 class Sweep:
-    """Counts accumulated while deleting."""
+    """Counts accumulated while deleting, and what the grace period keeps."""
 
     deleted_ids: list[str] = field(default_factory=list)
     blobs: int = 0
     chunks: int = 0
     bytes_freed: int = 0
+    held: Held = (0, 0, None, None)
 
 
 def _protected(conn: Connection) -> set[int]:
@@ -287,6 +292,7 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
         batch.unlist_blobs_in_use(ignore_listed=True)
         out.blobs, out.bytes_freed = batch.blob_totals()
         chunk_count, chunk_bytes = batch.chunks_freed(cutoff_ms)
+        out.held = batch.chunks_held(cutoff_ms)
     GcBatch.drop_tables(conn)
     out.chunks = chunk_count
     out.bytes_freed += chunk_bytes
@@ -381,6 +387,20 @@ def trim_history(
     return trimmed, floors
 
 
+def free_pages(conn: Connection) -> int:
+    """Pages on the file's freelist (what :func:`release_pages` counts from)."""
+    return int(conn.pragma("freelist_count"))
+
+
+def release_pages(conn: Connection, free_before: int) -> None:
+    """Inside the caller's write transaction: hand the pages freed since the freelist held
+    ``free_before`` back, so that the next WAL checkpoint shrinks the file instead of first
+    writing them into it (on a full disk, growing the file is what fails)."""
+    freed = free_pages(conn) - free_before
+    if freed > 0:
+        conn.execute(f"PRAGMA incremental_vacuum({freed})")
+
+
 def reclaim(conn: Connection) -> int:
     """Return free pages to the OS in bounded steps, then truncate the WAL. Returns pages."""
     reclaimed = 0
@@ -438,17 +458,41 @@ def run(
     checkpoint ids kept whatever the policy says (besides CURRENT, fallbacks and pins). A
     dry run changes nothing, so it works on a read-only handle too."""
     with holding(handle, write=not dry_run) as tx:
-        return _run(
-            tx,
-            path,
-            policy=policy,
-            namespaces=namespaces,
-            grace_seconds=grace_seconds,
-            dry_run=dry_run,
-            keep_history=keep_history,
-            keep=keep,
-            progress=progress,
-        )
+        try:
+            return _run(
+                tx,
+                path,
+                policy=policy,
+                namespaces=namespaces,
+                grace_seconds=grace_seconds,
+                dry_run=dry_run,
+                keep_history=keep_history,
+                keep=keep,
+                progress=progress,
+            )
+        except errors.DiskFullError as exc:
+            raise _out_of_space(path, grace_seconds, exc) from exc
+
+
+def _out_of_space(
+    path: str, grace_seconds: float, failure: errors.DiskFullError
+) -> errors.DiskFullError:
+    """What a GC that found the disk full says: why GC needs room itself, and what to do."""
+    held = (
+        f" Chunks that failed or killed commits staged are kept for the grace period "
+        f"({grace_seconds:g} s), and their pages are what the file cannot take back: "
+        f"`ckptdb gc {path} --grace 0s` (db.gc(grace=0)) deletes them at once -- run it only "
+        "while no commit runs."
+        if grace_seconds > 0
+        else ""
+    )
+    return errors.DiskFullError(
+        "GC found the disk full: it needs a little room itself, as SQLite writes every "
+        f"deletion to the write-ahead log ({path}-wal) and copies that log into {path} before "
+        "the file can shrink. Free a few MiB on that filesystem, then run GC again (what it "
+        f"deleted so far stays deleted).{held}",
+        **failure.details,
+    )
 
 
 def _run(
@@ -478,6 +522,8 @@ def _run(
         with bulk_delete_settings(conn):
             sweep(conn, marked.doomed, cutoff_ms, swept, progress)
             sweep_orphan_chunks(conn, cutoff_ms, swept)
+            with conn.read_transaction():
+                swept.held = blob_scans.held_orphan_chunks(conn, cutoff_ms)
             if keep_history is not None:
                 trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
             pages = reclaim(conn)
@@ -496,6 +542,7 @@ def _run(
         "file_bytes_after": _file_bytes(path),
         "pages_reclaimed": pages,
         "history_trimmed": trimmed,
+        "grace_held": _grace_hold(swept.held, grace_seconds),
     }
     receipt_id = None
     if not dry_run:
@@ -517,6 +564,23 @@ def _run(
         at=models.from_ms(now_ms),
         **body,
     )
+
+
+def _grace_hold(held: Held, grace_seconds: float) -> dict[str, Any]:
+    """The report's (and receipt's) account of what the grace period keeps, with the times
+    the oldest and the newest of it become collectable."""
+    chunks, size, oldest_ms, newest_ms = held
+    grace_ms = int(grace_seconds * 1000)
+
+    def free_at(touched_ms: int | None) -> str | None:
+        return None if touched_ms is None else models.from_ms(touched_ms + grace_ms).isoformat()
+
+    return {
+        "chunks": chunks,
+        "bytes": size,
+        "first_free_at": free_at(oldest_ms),
+        "all_free_at": free_at(newest_ms),
+    }
 
 
 def delete_selected(

@@ -1,13 +1,13 @@
 """The lineage of a namespace as a graph (``ckptdb log --graph`` / ``--all``).
 
 Which checkpoints: by default the lineage of CURRENT and of the fallback (after a commit
-with ``base=`` -- a fork, or LangGraph time travel -- the fallback is the old tip, so the
-fork shows); with ``all`` every stored checkpoint of the namespace (pinned or retained ones
+with ``base=`` -- a branch, or LangGraph time travel -- the fallback is the old tip, so the
+branch shows); with ``all`` every stored checkpoint of the namespace (pinned or retained ones
 that are no longer on the CURRENT lineage included).
 
 The drawing follows ``git log --graph``: newest first (a child always comes before its
 parent: its generation is larger), one lane per line of descent, ``*`` for a checkpoint,
-``|`` for a lane passing by, and a connector line (``|/``) where a fork joins the lane of
+``|`` for a lane passing by, and a connector line (``|/``) where a branch joins the lane of
 the checkpoint it was based on.
 """
 
@@ -23,7 +23,7 @@ from .unit import Unit, reads
 
 #: Lanes drawn one by one; the lanes beyond share one column with a count, so a line is
 #: at most ``2 * MAX_LANES`` characters plus that column (``*+5990``: the checkpoint and
-#: 5,990 other lanes; ``|+5990``: 5,991 lanes passing by). Siblings forked from one
+#: 5,990 other lanes; ``|+5990``: 5,991 lanes passing by). Siblings branched from one
 #: checkpoint (LangGraph retries from one state make thousands) each hold a lane until
 #: their common parent: drawn in full, the output would grow with their square.
 MAX_LANES = 16

@@ -211,7 +211,10 @@ class GroupCommit:
             # Staging writes through the connection: under the handle.
             with holding(handle, write=True, keeps_heads=True) as tx:
                 scope = tx.keyring.scope_for_namespace(tx.conn, plan.namespace)
-                commit_op.prepare(tx.blobs, plan, scope, tx.now_ms)
+                try:
+                    commit_op.prepare(tx.blobs, plan, scope, tx.now_ms)
+                except errors.DiskFullError as exc:
+                    raise commit_op.discard_staged(tx, [plan], exc) from exc
         return self._queued(plan)
 
     def _queued(self, plan: CommitPlan) -> models.CommitAck:
@@ -328,7 +331,7 @@ class GroupCommit:
             if culprit is not None:
                 # The others were decided against writes that are gone now: they go back to
                 # the queue and are decided again; only the culprit's error stands.
-                culprit[0].fail(culprit[1])
+                culprit[0].fail(_disk_full_cleaned(tx, [culprit[0]], culprit[1]))
                 return
             for req, error in failed:
                 req.fail(error)
@@ -337,10 +340,11 @@ class GroupCommit:
             self._resolve_unknown(published, failed, exc)
             return
         except Exception as exc:
-            # BEGIN failed (busy timeout, I/O), or COMMIT found the lock taken: nothing was
-            # written, every member gets the error and may retry.
+            # BEGIN failed (busy timeout, I/O), or COMMIT found the lock taken or the disk
+            # full: nothing was written, every member gets the error and may retry.
+            error = _disk_full_cleaned(tx, batch, exc)
             for req in batch:
-                req.fail(_copy_error(exc))
+                req.fail(_copy_error(error))
             return
         # COMMIT returned: every published member is durable; only now is it acknowledged
         # (and its pointer cached, in publication order: the last move of a namespace wins).
@@ -409,6 +413,16 @@ class GroupCommit:
                     checkpoint_id=req.plan.attempted_id,
                 )
             )
+
+
+def _disk_full_cleaned(tx: Unit, failed: list[_Request], error: Exception) -> Exception:
+    """``error`` as the members that failed with it get it: when the disk is full, after
+    their own staged chunks were deleted (``ops/commit.discard_staged``), saying so."""
+    if not isinstance(error, errors.DiskFullError):
+        return error
+    cleaned = commit_op.discard_staged(tx, [req.plan for req in failed], error)
+    cleaned.__cause__ = error
+    return cleaned
 
 
 def _landed(conn: Connection, ptr: PointerRow, ack: models.CommitAck) -> bool:

@@ -151,23 +151,25 @@ def prepare_value(
     now_ms: int,
     on_bytes: Callable[[int], None] | None = None,
     scope: Scope = PLAINTEXT,
+    staged: list[int] | None = None,
 ) -> PreparedBlob:
     """Hash ``value``; stage it as chunks when it is large. ``budget`` is the remaining
     in-memory allowance of this commit for streamed values (mutated). ``on_bytes(n)`` is
     told of every ``n`` bytes read from a path or stream (byte progress). ``scope``: the
-    key scope of the namespace -- how the bytes are addressed and sealed."""
+    key scope of the namespace -- how the bytes are addressed and sealed. ``staged``
+    collects the ids of the chunks staging inserted (not found stored already)."""
     kind = type(value)
     if kind is bytes:  # the common case first
-        return _prepare_bytes(blobs, value, now_ms, scope)
+        return _prepare_bytes(blobs, value, now_ms, scope, staged=staged)
     if kind is Addressed:
         # Hashed by the caller for this very scope: not hashed again. (For another scope --
         # one created since -- the address is the scope's own, computed here.)
         digest = value.digest if value.scope_id == scope.scope_id else None
-        return _prepare_bytes(blobs, value.data, now_ms, scope, digest)
+        return _prepare_bytes(blobs, value.data, now_ms, scope, digest, staged=staged)
     if kind is BlobRef:
         return PreparedBlob(value.digest, value.size, reference=True, scope=scope)
     if isinstance(value, bytes | bytearray | memoryview):
-        return _prepare_bytes(blobs, bytes(value), now_ms, scope)
+        return _prepare_bytes(blobs, bytes(value), now_ms, scope, staged=staged)
     if isinstance(value, str):
         try:
             data = value.encode("utf-8")
@@ -176,19 +178,19 @@ def prepare_value(
                 f"a str value holds a lone surrogate at index {exc.start} (often bytes that "
                 "are not UTF-8, decoded with surrogateescape); pass valid text, or bytes"
             ) from exc
-        return _prepare_bytes(blobs, data, now_ms, scope)
+        return _prepare_bytes(blobs, data, now_ms, scope, staged=staged)
     if isinstance(value, os.PathLike):
         snapshot = _open_regular_file(value)
         source: io.RawIOBase = (
             snapshot if on_bytes is None else CountingReader(snapshot, on_bytes, owns=True)
         )
         with io.BufferedReader(source) as reader:  # closing it closes the file
-            prepared = _prepare_stream(blobs, reader, budget, now_ms, scope)
+            prepared = _prepare_stream(blobs, reader, budget, now_ms, scope, staged)
             snapshot.check_unchanged()
             return prepared
     if hasattr(value, "read"):
         stream = value if on_bytes is None else CountingReader(value, on_bytes)
-        return _prepare_stream(blobs, stream, budget, now_ms, scope)  # type: ignore[arg-type]
+        return _prepare_stream(blobs, stream, budget, now_ms, scope, staged)  # type: ignore[arg-type]
     raise errors.InvalidEntryError(
         f"cannot store a {type(value).__name__}; give bytes, str, a pathlib.Path, a binary "
         "file object, a ckptdb.BlobRef or ckptdb.Entry(...)"
@@ -221,7 +223,13 @@ def inline(data: bytes, scope: Scope, digest: str | None = None) -> PreparedBlob
 
 
 def _prepare_bytes(
-    blobs: BlobStore, data: bytes, now_ms: int, scope: Scope, digest: str | None = None
+    blobs: BlobStore,
+    data: bytes,
+    now_ms: int,
+    scope: Scope,
+    digest: str | None = None,
+    *,
+    staged: list[int] | None = None,
 ) -> PreparedBlob:
     if len(data) <= blobs.chunker.inline_limit:
         return inline(data, scope, digest)
@@ -240,11 +248,16 @@ def _prepare_bytes(
             scope=scope,
         )
     # Too large to hold until the commit: staged, cut exactly as the same bytes always are.
-    return _stage(blobs, blobs.chunker.cut(data), now_ms, scope)
+    return _stage(blobs, blobs.chunker.cut(data), now_ms, scope, staged)
 
 
 def _prepare_stream(
-    blobs: BlobStore, source: IO[bytes], budget: list[int], now_ms: int, scope: Scope
+    blobs: BlobStore,
+    source: IO[bytes],
+    budget: list[int],
+    now_ms: int,
+    scope: Scope,
+    staged: list[int] | None,
 ) -> PreparedBlob:
     # A stream that ends within the limit is cut like the same bytes given in memory; a
     # longer one is cut as it is read (its length puts it in the chunker's large tier).
@@ -253,9 +266,9 @@ def _prepare_stream(
     if len(head) <= limit:
         if len(head) <= budget[0]:
             budget[0] -= len(head)
-            return _prepare_bytes(blobs, head, now_ms, scope)
-        return _stage(blobs, blobs.chunker.cut(head), now_ms, scope)
-    return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms, scope)
+            return _prepare_bytes(blobs, head, now_ms, scope, staged=staged)
+        return _stage(blobs, blobs.chunker.cut(head), now_ms, scope, staged)
+    return _stage(blobs, blobs.chunker.cut_stream(_Joined(head, source)), now_ms, scope, staged)
 
 
 class _Joined(io.RawIOBase):
@@ -280,10 +293,15 @@ class _Joined(io.RawIOBase):
 
 
 def _stage(
-    blobs: BlobStore, pieces: Iterable[bytes | memoryview], now_ms: int, scope: Scope
+    blobs: BlobStore,
+    pieces: Iterable[bytes | memoryview],
+    now_ms: int,
+    scope: Scope,
+    staged: list[int] | None,
 ) -> PreparedBlob:
     """Write a stream's chunks before the commit, in short transactions of their own that
-    each hold up to :data:`STAGE_BATCH_BYTES` of chunks. Memory stays at one batch.
+    each hold up to :data:`STAGE_BATCH_BYTES` of chunks. Memory stays at one batch; the
+    ids of the chunks inserted (not found stored) go into ``staged``.
 
     Staging transactions run with synchronous=NORMAL (no fsync each): the commit
     transaction that later references the chunks fsyncs the WAL, which makes every frame
@@ -313,8 +331,11 @@ def _stage(
             return
         # Each batch in a short transaction of its own, before the commit that will
         # reference the chunks.
+        inserted: list[int] = []
         with blobs.conn.write_transaction():
-            ids, written, fixed = blobs.put_chunks(batch, now_ms, touch=True)
+            ids, written, fixed = blobs.put_chunks(batch, now_ms, touch=True, inserted=inserted)
+        if staged is not None:
+            staged.extend(inserted)  # only once they committed: a rolled-back id is reused
         chunk_ids.extend(ids)
         blob.bytes_staged += written
         repaired.extend(fixed)

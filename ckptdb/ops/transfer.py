@@ -367,7 +367,7 @@ def export_to(
                 report = verify_database(dst_tx, quick=False)
             if not report.ok:
                 raise errors.CorruptionError(
-                    f"the exported file did not verify ({len(report.problems)} problems); it "
+                    f"the exported file did not verify ({len(report.problems)} problem(s)); it "
                     "was deleted",
                     reason="export_verify_failed",
                 )

@@ -23,8 +23,6 @@ stores a ``replication.barrier`` receipt.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -43,6 +41,7 @@ from .config import ReplicaURL, render
 from .control import ControlClient
 from .lock import ReplicatorLock
 from .models import BarrierReceipt, ReplicationStatus
+from .scratch import ScratchDirectory
 from .supervisor import Supervisor
 
 PIN_PREFIX = "replicated:"
@@ -94,7 +93,7 @@ class Replicator:
         self._lock = ReplicatorLock(self.database)
         self._db: Database | None = None
         self._view: Database | None = None
-        self._dir: str | None = None
+        self._dir: ScratchDirectory | None = None
         self._supervisor: Supervisor | None = None
         self._control: ControlClient | None = None
         self._barrier_lock = threading.Lock()
@@ -115,10 +114,9 @@ class Replicator:
         try:
             self._db = open_database(self.database, create=False)
             self._empty_wal()
-            self._dir = tempfile.mkdtemp(prefix="ckptdb-replicate-")
-            os.chmod(self._dir, 0o700)
-            config_path = os.path.join(self._dir, "litestream.json")
-            socket_path = os.path.join(self._dir, "control.sock")
+            self._dir = ScratchDirectory()
+            config_path = os.path.join(self._dir.path, "litestream.json")
+            socket_path = os.path.join(self._dir.path, "control.sock")
             text = render(
                 self.database,
                 self.replica,
@@ -134,7 +132,7 @@ class Replicator:
             self._supervisor = Supervisor(
                 [binary, "replicate", "-config", config_path, "-no-expand-env"],
                 env=self._env,
-                log_path=os.path.join(self._dir, "litestream.log"),
+                log_path=os.path.join(self._dir.path, "litestream.log"),
             )
             try:
                 self._supervisor.start()
@@ -197,7 +195,7 @@ class Replicator:
                     handle.close()
             self._lock.release()
             if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir.remove()
 
     def __enter__(self) -> Replicator:
         return self

@@ -370,7 +370,7 @@ def _verify(path: str, replica: ReplicaURL) -> tuple[int, int, int]:
         first = "; ".join(f"{p.code}: {p.detail}" for p in report.problems[:3])
         raise errors.ReplicaDamagedError(
             f"the copy restored from {replica.display} failed verification "
-            f"({len(report.problems)} problems: {first}). The destination was not touched.",
+            f"({len(report.problems)} problem(s): {first}). The destination was not touched.",
             reason="verify_failed",
         )
     return namespaces, report.checkpoints_checked, report.bytes_checked

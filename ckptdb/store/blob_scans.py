@@ -10,7 +10,8 @@ scope's records). Nothing here keeps state; the deletes of a GC batch are in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..connection import Connection
@@ -89,6 +90,34 @@ def delete_orphan_chunks(conn: Connection, cutoff_ms: int, limit: int) -> tuple[
         " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
         " RETURNING size",
         {"cutoff": cutoff_ms, "limit": limit},
+    )
+    return len(rows), sum(r[0] for r in rows if type(r[0]) is int)
+
+
+def held_orphan_chunks(conn: Connection, cutoff_ms: int) -> tuple[int, int, int | None, int | None]:
+    """(count, bytes, oldest and newest last touch in ms) of the chunks no blob references
+    that were touched at or after ``cutoff_ms``: what GC's grace period keeps."""
+    row = conn.one(
+        "SELECT count(*), coalesce(sum(size), 0), min(last_touched_ms), max(last_touched_ms)"
+        " FROM chunk c WHERE c.last_touched_ms >= ?"
+        " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = c.chunk_id)",
+        (cutoff_ms,),
+    )
+    return (0, 0, None, None) if row is None else (int(row[0]), int(row[1]), row[2], row[3])
+
+
+def delete_staged_chunks(
+    conn: Connection, chunk_ids: Sequence[int], staged_at_ms: int
+) -> tuple[int, int]:
+    """Delete those of ``chunk_ids`` -- chunks one commit inserted while staging, at
+    ``staged_at_ms`` -- that no blob references and nothing touched since (a dedup hit of
+    another commit's staging moves the time). Returns (count, bytes)."""
+    rows = conn.execute(
+        "DELETE FROM chunk WHERE chunk_id IN (SELECT value FROM json_each(?))"
+        " AND last_touched_ms = ?"
+        " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
+        " RETURNING size",
+        (json.dumps([int(c) for c in chunk_ids]), staged_at_ms),
     )
     return len(rows), sum(r[0] for r in rows if type(r[0]) is int)
 

@@ -116,11 +116,17 @@ class BlobStore(BlobReads):
     # -- chunks (staged before the commit transaction, or written inside it) -------------
 
     def put_chunks(
-        self, chunks: list[EncodedChunk], now_ms: int, *, touch: bool
+        self,
+        chunks: list[EncodedChunk],
+        now_ms: int,
+        *,
+        touch: bool,
+        inserted: list[int] | None = None,
     ) -> tuple[list[int], int, list[str]]:
         """Make sure every chunk is stored (inside the caller's write transaction). Returns
         (chunk ids in order, stored bytes written, digests whose damaged copies were
-        rewritten).
+        rewritten); ``inserted`` collects the ids of the chunks this call inserted (not
+        found stored already).
 
         A chunk that already exists has its stored bytes compared with ours; if they differ
         and do not decode to bytes with the digest (damage), they are rewritten from ours,
@@ -139,6 +145,8 @@ class BlobStore(BlobReads):
                     chunk_id = self.conn.last_insert_rowid()
                     self._write_chunk_bytes(chunk_id, chunk.stored)
                     ids.append(chunk_id)
+                    if inserted is not None:
+                        inserted.append(chunk_id)
                     written += len(chunk.stored)
                     continue
             # The stored bytes come back only when they differ from ours (rare: another
@@ -154,7 +162,10 @@ class BlobStore(BlobReads):
             if row is None:
                 # Written by the commit that references it: only references protect it, so
                 # its grace period is over from the start (a later staging touch restarts it).
-                ids.append(self.insert_chunk(chunk, now_ms if touch else 0))
+                chunk_id = self.insert_chunk(chunk, now_ms if touch else 0)
+                ids.append(chunk_id)
+                if inserted is not None:
+                    inserted.append(chunk_id)
                 written += len(chunk.stored)
                 continue
             chunk_id = int(row[0])

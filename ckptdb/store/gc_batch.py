@@ -37,6 +37,15 @@ _EMPTY = tuple(f"DELETE FROM temp.{table}" for table in _TABLES)
 _DROP = tuple(f"DROP TABLE IF EXISTS temp.{table}" for table in _TABLES)
 _CHECKPOINTS = "(SELECT seq FROM temp.gc_checkpoint)"
 _BLOBS = "(SELECT blob_id FROM temp.gc_blob)"
+#: A chunk ``c`` that no blob references once the listed blobs are deleted (a chunk only
+#: they use, or one no blob uses now).
+_ORPHANED = (
+    "(c.chunk_id IN (SELECT bc.chunk_id FROM blob_chunk bc"
+    f"   WHERE bc.blob_id IN {_BLOBS})"
+    "  AND NOT EXISTS (SELECT 1 FROM blob_chunk bc2 WHERE bc2.chunk_id = c.chunk_id"
+    f"   AND bc2.blob_id NOT IN {_BLOBS})"
+    "  OR NOT EXISTS (SELECT 1 FROM blob_chunk bc3 WHERE bc3.chunk_id = c.chunk_id))"
+)
 
 
 class GcBatch:
@@ -185,15 +194,22 @@ class GcBatch:
         """(count, bytes) of the chunks that deleting the listed blobs would free, with the
         orphans last touched before ``cutoff_ms`` (an estimate's figure)."""
         row = self._conn.one(
-            "SELECT count(*), coalesce(sum(size), 0) FROM chunk c WHERE c.last_touched_ms < ? AND ("
-            "  c.chunk_id IN (SELECT bc.chunk_id FROM blob_chunk bc"
-            f"   WHERE bc.blob_id IN {_BLOBS})"
-            "  AND NOT EXISTS (SELECT 1 FROM blob_chunk bc2 WHERE bc2.chunk_id = c.chunk_id"
-            f"   AND bc2.blob_id NOT IN {_BLOBS})"
-            "  OR NOT EXISTS (SELECT 1 FROM blob_chunk bc3 WHERE bc3.chunk_id = c.chunk_id))",
+            "SELECT count(*), coalesce(sum(size), 0) FROM chunk c"
+            f" WHERE c.last_touched_ms < ? AND {_ORPHANED}",
             (cutoff_ms,),
         )
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def chunks_held(self, cutoff_ms: int) -> tuple[int, int, int | None, int | None]:
+        """(count, bytes, oldest and newest last touch in ms) of the chunks that would be
+        unreferenced once the listed blobs are deleted but were touched at or after
+        ``cutoff_ms``: what the grace period keeps (an estimate's figure)."""
+        row = self._conn.one(
+            "SELECT count(*), coalesce(sum(size), 0), min(last_touched_ms),"
+            f" max(last_touched_ms) FROM chunk c WHERE c.last_touched_ms >= ? AND {_ORPHANED}",
+            (cutoff_ms,),
+        )
+        return (0, 0, None, None) if row is None else (int(row[0]), int(row[1]), row[2], row[3])
 
     def delete_chunks(self, cutoff_ms: int) -> tuple[int, int]:
         """Delete the listed chunks no blob references any more that were last touched

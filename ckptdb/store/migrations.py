@@ -168,12 +168,31 @@ def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:
         rows = applied(conn, mset.name)
         version = rows[-1].version if rows else 0
     if version > mset.latest:
+        writer = _writer_of(conn, mset.name, version)
+        needed = (
+            f"{writer} (the release that wrote it) or newer"
+            if writer
+            else f"a release that supports {mset.name} schema version {version} or newer"
+        )
         raise errors.SchemaTooNewError(
             f"{conn.path} has {mset.name} schema version {version}, but this ckptdb "
-            f"({_version}) knows versions up to {mset.latest}. Upgrade ckptdb to a release "
-            f"that supports {mset.name} schema version {version} or newer; the file was not "
-            "modified."
+            f"({_version}) knows versions up to {mset.latest}. Upgrade ckptdb to {needed}; "
+            "the file was not modified.",
+            required_version=writer,
         )
+
+
+def _writer_of(conn: Connection, migration_set: str, version: int) -> str | None:
+    """The ckptdb release that applied ``version`` of a set, as the file records it; None
+    when a newer schema keeps that record differently (the error then names no release)."""
+    try:
+        found = conn.scalar(
+            "SELECT ckptdb_version FROM ckptdb_migration WHERE migration_set = ? AND version = ?",
+            (migration_set, version),
+        )
+    except errors.SqlError:
+        return None  # a future layout of the history table: only the hint is lost
+    return found if isinstance(found, str) and found else None
 
 
 def check_history(conn: Connection, mset: MigrationSet) -> list[Migration]:

@@ -108,7 +108,13 @@ def mismatches(conn: Connection) -> list[str]:
 
 
 def require_valid(conn: Connection, path: str) -> None:
-    """SchemaMismatchError (nothing written) unless the file's schema is ckptdb's."""
+    """SchemaMismatchError (nothing written) unless the file's schema is ckptdb's;
+    SchemaTooNewError when a set the file records is newer than this code knows (a newer
+    release wrote it: nothing was changed outside ckptdb)."""
+    for name in migrations.applied_sets(conn):
+        known = _set(name)
+        if known is not None:
+            migrations.refuse_too_new(conn, known)
     problems = mismatches(conn)
     if problems:
         raise errors.SchemaMismatchError(

@@ -292,8 +292,8 @@ class Keyring:
         if kek is None:
             raise errors.KeyUnavailableError(
                 f"namespaces under {row.prefix!r} are encrypted with key id "
-                f"{keyids.shown(row.key_id)}, which this handle was not given; open with "
-                "keys={key_id: <32-byte key>} (other namespaces work without it)",
+                f"{keyids.shown(row.key_id)}, which this handle was not given (other "
+                "namespaces work without it)",
                 key_id=keyids.detail(row.key_id),
             )
         assert row.wrapped_key is not None

@@ -7,7 +7,7 @@ import json
 
 from ... import Checkpoint
 from ...models import CheckoutResult, CheckpointInfo, CommitAck, CopyReport, Pointer, Stats
-from ..output import echo, print_json, size, table, when
+from ..output import count, echo, print_json, size, table, when
 
 
 def initialized(stats: Stats, as_json: bool) -> None:
@@ -15,7 +15,7 @@ def initialized(stats: Stats, as_json: bool) -> None:
     if as_json:
         print_json(stats)
         return
-    echo(f"initialized {stats.path} (schema version {stats.schema_version})")
+    echo(f"database {stats.path} is ready (schema version {stats.schema_version})")
 
 
 def commit_ack(ack: CommitAck, as_json: bool) -> None:
@@ -26,12 +26,13 @@ def commit_ack(ack: CommitAck, as_json: bool) -> None:
     state = "committed" if ack.created else "unchanged (already CURRENT)"
     echo(f"{state} {ack.checkpoint_id}")
     echo(
-        f"namespace {ack.namespace}  generation {ack.generation}  {ack.entry_count} entries  "
-        f"{size(ack.logical_bytes)}: {size(ack.bytes_stored)} stored, "
+        f"namespace {ack.namespace}  generation {ack.generation}  "
+        f"{count(ack.entry_count, 'entry')}  {size(ack.logical_bytes)}: "
+        f"{size(ack.bytes_stored)} stored, "
         f"{size(ack.bytes_deduplicated)} deduplicated"
     )
     if ack.evicted_ids:
-        echo(f"a quota evicted {len(ack.evicted_ids)} older checkpoint(s):")
+        echo(f"a quota evicted {count(len(ack.evicted_ids), 'older checkpoint')}:")
         for cid in ack.evicted_ids:
             echo(f"  {cid}")
 
@@ -44,8 +45,9 @@ def current(cp: Checkpoint, pointer: Pointer | None, as_json: bool) -> None:
     assert pointer is not None  # cp was read as its CURRENT a moment before
     echo(cp.id)
     echo(
-        f"generation {cp.generation}  created {when(cp.created_at)}  {len(cp.entries)} "
-        f"entries  {size(cp.total_size)}  pointer revision {pointer.revision}"
+        f"generation {cp.generation}  created {when(cp.created_at)}  "
+        f"{count(len(cp.entries), 'entry')}  {size(cp.total_size)}  "
+        f"pointer revision {pointer.revision}"
     )
 
 
@@ -74,7 +76,7 @@ def checkout_result(result: CheckoutResult, as_json: bool) -> None:
         print_json(result)
     else:
         echo(
-            f"checked out {result.checkpoint_id[:12]} ({result.files} files, "
+            f"checked out {result.checkpoint_id[:12]} ({count(result.files, 'file')}, "
             f"{size(result.bytes)}) into {result.target}"
         )
     if result.disposition == "degraded_fallback":
@@ -111,6 +113,6 @@ def fork_report(report: CopyReport, source: str, target: str, as_json: bool) -> 
         print_json(report)
         return
     echo(
-        f"{target}: {len(report.copies)} checkpoint(s) of {source} copied ({report.created} new, "
-        f"no blob bytes); CURRENT is {report.current_id}"
+        f"{target}: {count(len(report.copies), 'checkpoint')} of {source} copied "
+        f"({report.created} new, no blob bytes); CURRENT is {report.current_id}"
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...models import Stats, VerifyReport
-from ..output import echo, print_json, size, table
+from ..output import count, echo, print_json, size, table
 
 #: Namespaces ``ckptdb stats`` lists for people, the largest first (--json has all).
 STATS_NAMESPACES = 20
@@ -14,11 +14,12 @@ def verify_report(report: VerifyReport, as_json: bool) -> None:
     if as_json:
         print_json(report)
         return
-    state = "OK" if report.ok else f"FAILED: {len(report.problems)} problem(s)"
+    state = "OK" if report.ok else f"FAILED: {count(len(report.problems), 'problem')}"
     echo(
-        f"{state} -- sqlite {report.sqlite_integrity}; {report.checkpoints_checked} "
-        f"checkpoints, {report.blobs_checked} blobs, {report.chunks_checked} chunks, "
-        f"{size(report.bytes_checked)} checked, {report.pointers_checked} pointers"
+        f"{state} -- sqlite {report.sqlite_integrity}; "
+        f"{count(report.checkpoints_checked, 'checkpoint')}, "
+        f"{count(report.blobs_checked, 'blob')}, {count(report.chunks_checked, 'chunk')}, "
+        f"{size(report.bytes_checked)} checked, {count(report.pointers_checked, 'pointer')}"
     )
     if report.problems:
         table(
@@ -64,4 +65,5 @@ def stats(st: Stats, as_json: bool) -> None:
             ],
         )
         if len(st.usage) > len(shown):
-            echo(f"... and {len(st.usage) - len(shown)} more namespaces (--json lists all)")
+            more = count(len(st.usage) - len(shown), "more namespace")
+            echo(f"... and {more} (--json lists all)")

@@ -4,7 +4,7 @@ the library hands out none)."""
 from __future__ import annotations
 
 from ...models import KeyScope, ShredReport
-from ..output import echo, print_json, table
+from ..output import count, echo, print_json, table
 
 
 def scopes(rows: list[KeyScope], as_json: bool) -> None:
@@ -43,7 +43,7 @@ def shredded(key_id: str, report: ShredReport, as_json: bool) -> None:
         print_json(report)
         return
     echo(
-        f"shredded {key_id!r}: {len(report.namespaces)} namespaces, "
-        f"{report.checkpoints_deleted} checkpoints deleted"
+        f"shredded {key_id!r}: {count(len(report.namespaces), 'namespace')}, "
+        f"{count(report.checkpoints_deleted, 'checkpoint')} deleted"
         + ("" if report.wal_truncated else " (WAL not yet truncated: a reader held it)")
     )

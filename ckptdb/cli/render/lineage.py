@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 from ...models import CheckpointDiff, LineageLog, LogNode, NamespaceInfo, PointerMove, Receipt
-from ..output import echo, print_json, size, summary, table, when
+from ..output import count, echo, print_json, size, summary, table, when
 
+#: Characters of metadata a ``log`` line shows (the last column: enough for a LangGraph
+#: checkpoint's step, source, run and checkpoint ids; ``show`` prints all of it).
+LOG_METADATA_WIDTH = 240
 _LOG_SYMBOL = {"current": "*", "fallback": "~", "pinned": "P"}
 _DIFF_SIGN = {"added": "+", "removed": "-", "changed": "~"}
 
@@ -74,8 +77,9 @@ def log(result: LineageLog, graph: bool, as_json: bool) -> None:
                 echo(line)
             echo(
                 f"{n.graph[-1].ljust(width)}  {n.id[:12]}  gen {n.generation}  "
-                f"{when(n.created_at)}  {n.entry_count} entries  {size(n.total_size)}  "
-                f"{_marks(n)}  {summary(n.metadata)}".rstrip()
+                f"{when(n.created_at)}  {count(n.entry_count, 'entry')}  "
+                f"{size(n.total_size)}  {_marks(n)}  "
+                f"{summary(n.metadata, LOG_METADATA_WIDTH)}".rstrip()
             )
         return
     table(
@@ -88,7 +92,7 @@ def log(result: LineageLog, graph: bool, as_json: bool) -> None:
                 when(n.created_at),
                 n.entry_count,
                 size(n.total_size),
-                summary(n.metadata),
+                summary(n.metadata, LOG_METADATA_WIDTH),
             ]
             for n in result.nodes
         ],
@@ -99,25 +103,33 @@ def _json_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _relation(d: CheckpointDiff) -> str:
+    """How A stands to B, in words."""
+    if d.relation == "same":
+        return "A and B are the same checkpoint"
+    if d.relation == "unrelated":
+        return "A and B are unrelated (no common stored ancestor)"
+    back_a, back_b = d.generations_a or 0, d.generations_b or 0  # set when A and B are related
+    if d.relation == "ancestor":
+        return f"A is an ancestor of B ({count(back_b, 'generation')} back)"
+    if d.relation == "descendant":
+        return f"A descends from B ({count(back_a, 'generation')} later)"
+    return (
+        f"A and B are siblings: common ancestor {str(d.common_ancestor_id)[:12]} "
+        f"({back_a} and {count(back_b, 'generation')} back)"
+    )
+
+
 def diff(d: CheckpointDiff, as_json: bool) -> None:
     """``diff``: how A stands to B, then the entries and metadata keys that differ."""
     if as_json:
         print_json(d)
         return
-    relation = {
-        "same": "A and B are the same checkpoint",
-        "ancestor": f"A is an ancestor of B ({d.generations_b} generations back)",
-        "descendant": f"A descends from B ({d.generations_a} generations later)",
-        "siblings": (
-            f"A and B are siblings: common ancestor {str(d.common_ancestor_id)[:12]} "
-            f"({d.generations_a} and {d.generations_b} generations back)"
-        ),
-        "unrelated": "A and B are unrelated (no common stored ancestor)",
-    }[d.relation]
     echo(f"A {d.a[:12]} ({d.namespace_a}, {size(d.size_a)})")
     echo(f"B {d.b[:12]} ({d.namespace_b}, {size(d.size_b)})")
-    echo(relation)
-    echo(f"{len(d.entries)} entries differ, {d.unchanged} unchanged")
+    echo(_relation(d))
+    differ = "entry differs" if len(d.entries) == 1 else "entries differ"
+    echo(f"{len(d.entries)} {differ}, {d.unchanged} unchanged")
     for e in d.entries:
         if e.change == "added":
             detail = size(e.size_b or 0)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ...models import Quota
-from ..output import echo, print_json, size, table, when
+from ..output import count, echo, print_json, size, table, when
 
 
 def _limits(quota: Quota) -> str:
     limits = []
     if quota.max_checkpoints is not None:
-        limits.append(f"{quota.max_checkpoints} checkpoint(s)")
+        limits.append(count(quota.max_checkpoints, "checkpoint"))
     if quota.max_bytes is not None:
         limits.append(f"{size(quota.max_bytes)} ({quota.max_bytes} B)")
     return ", ".join(limits)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...replication import ReplicationStatus, RestoreReport
-from ..output import echo, print_json, print_json_line
+from ..output import count, echo, print_json, print_json_line
 
 
 def replication_status(status: ReplicationStatus, as_json: bool) -> None:
@@ -27,12 +27,13 @@ def restored(report: RestoreReport, as_json: bool) -> None:
         echo(
             f"restored {report.destination} from {report.replica_url} "
             f"(txid {report.txid if report.txid is not None else '-'}): "
-            f"{report.namespaces} namespaces, {report.checkpoints_verified} checkpoints "
-            f"and {report.bytes_checked} bytes verified in {report.seconds:.2f} s"
+            f"{count(report.namespaces, 'namespace')}, "
+            f"{count(report.checkpoints_verified, 'checkpoint')} "
+            f"and {count(report.bytes_checked, 'byte')} verified in {report.seconds:.2f} s"
         )
     if report.skipped:
         echo(
-            f"warning: recovery skipped {len(report.skipped)} newer position(s) of the "
+            f"warning: recovery skipped {count(len(report.skipped), 'newer position')} of the "
             f"replica; restored txid {report.txid}, which is older than the newest:",
             err=True,
         )

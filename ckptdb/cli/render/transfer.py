@@ -4,7 +4,7 @@ import, import-from."""
 from __future__ import annotations
 
 from ...models import ImportReport, TransferReceipt
-from ..output import echo, print_json, size
+from ..output import count, echo, print_json, size
 
 
 def transfer_receipt(receipt: TransferReceipt, as_json: bool) -> None:
@@ -13,8 +13,9 @@ def transfer_receipt(receipt: TransferReceipt, as_json: bool) -> None:
         print_json(receipt)
         return
     echo(
-        f"{receipt.kind}: {receipt.checkpoints_copied} checkpoints copied "
-        f"({receipt.checkpoints_present} already present), {receipt.blobs_copied} blobs, "
+        f"{receipt.kind}: {count(receipt.checkpoints_copied, 'checkpoint')} copied "
+        f"({receipt.checkpoints_present} already present), "
+        f"{count(receipt.blobs_copied, 'blob')}, "
         f"{size(receipt.bytes_copied)} -> {receipt.destination}"
     )
     if receipt.pointers_moved:
@@ -35,7 +36,7 @@ def import_report(report: ImportReport, as_json: bool) -> None:
     new = sum(1 for i in report.imported if i.created)
     verb = "would import" if report.dry_run else "imported"
     echo(
-        f"{verb} {new} checkpoints ({len(report.imported) - new} already present) "
+        f"{verb} {count(new, 'checkpoint')} ({len(report.imported) - new} already present) "
         f"into {', '.join(report.namespaces) or '-'}; {len(report.skipped)} skipped"
     )
     for skip in report.skipped:
