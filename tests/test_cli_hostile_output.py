@@ -160,6 +160,7 @@ def _invocations(db: str, ids: dict[str, str], box: Path) -> dict[tuple[str, ...
         ("keys", "rotate"): [[db, "k1", "--new-key-file", str(box.parent / "keys.json")]],
         ("keys", "set"): [[db, "tenant/", "--key-id", "k2"]],
         ("keys", "shred"): [[db, "k1", "--yes"]],
+        ("langgraph", "expire"): [[db, "--ttl", "1d", "--dry-run"], [db, "--ttl", "1d"]],
         ("log",): [[db, "plain"], [db, "plain", "--graph", "--all"], [db, HOSTILE_NS]],
         ("migrate", "history"): [[db]],
         ("migrate", "plan"): [[db]],

@@ -134,6 +134,20 @@ def test_bench_langgraph_scale_quick(tmp_path: Path) -> None:
     assert not list(kept.glob("*-scratch.db*"))  # the scratch copies are gone
 
 
+@pytest.mark.slow
+def test_bench_ttl_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_ttl.py", "--quick")
+    assert report["threads"] == 20 and report["checkpoints"] == 200
+    for mode in ("on_demand", "background"):
+        result = report[mode]
+        for phase in ("without_sweep", "during_sweep"):
+            row = result[phase]
+            assert row["puts"] > 0 and _positive(row["p50_ms"], row["p99_ms"], row["puts_per_s"])
+        assert _positive(*result["ratio"].values(), result["sweep_s"], result["threads_per_s"])
+        assert result["checkpoints_deleted"] == 200
+        assert result["namespaces_left"] == report["live_threads"]  # every expired one went
+
+
 def test_bench_chunking_quick(tmp_path: Path) -> None:
     report = run_tool(tmp_path, "bench_chunking.py", "--quick", "--big-size-mib", "16")
     for row in report["params"].values():

@@ -18,6 +18,7 @@ from . import (
     demo,
     inspection,
     keys,
+    langgraph,
     lineage,
     migrate,
     pins,
@@ -41,6 +42,7 @@ for _family in (
     keys,
     migrate,
     replication,
+    langgraph,
     demo,
     completion,
 ):
@@ -66,6 +68,7 @@ SHORT_HELP = {
     "import-from": "Import checkpoints from another kind of store.",
     "init": "Create an empty database.",
     "keys": "Create, list, rotate or shred encryption key scopes.",
+    "langgraph": "Expire the LangGraph threads nobody used within a TTL.",
     "log": "Show the lineage of a namespace (--graph, --all).",
     "migrate": "Inspect and apply schema migrations.",
     "namespaces": "List namespaces with their CURRENT checkpoint.",

@@ -7,10 +7,10 @@
 
 A drop-in replacement for LangGraph's ``SqliteSaver`` (and, with :class:`AsyncCkptdbSaver`,
 ``AsyncSqliteSaver``): unchanged channel values are stored once (content addressing),
-``prune`` returns space, every schema change is a checksummed migration, and several
-processes can share one file without "database is locked". ``ckptdb import-from
-langgraph-sqlite SOURCE DB`` moves an existing SqliteSaver database over. See
-``docs/langgraph.md``.
+``prune`` returns space, threads can expire (``ttl=ThreadTTL(...)``), every schema change
+is a checksummed migration, and several processes can share one file without "database is
+locked". ``ckptdb import-from langgraph-sqlite SOURCE DB`` moves an existing SqliteSaver
+database over. See ``docs/langgraph.md``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import NotLangGraphSqliteError, PickleRefusedError
+from .ttl import KeptThread, ThreadTTL, TTLSweepReport
 
 if TYPE_CHECKING:
     from .saver import AsyncCkptdbSaver, CkptdbSaver
 
-__all__ = ["AsyncCkptdbSaver", "CkptdbSaver", "NotLangGraphSqliteError", "PickleRefusedError"]
+__all__ = [
+    "AsyncCkptdbSaver",
+    "CkptdbSaver",
+    "KeptThread",
+    "NotLangGraphSqliteError",
+    "PickleRefusedError",
+    "TTLSweepReport",
+    "ThreadTTL",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,9 @@ It holds two kinds of things:
   mutable objects.
 * **Hints** about the file: per ``(thread_id, checkpoint_ns)`` a :class:`ThreadState` (its
   registered namespace, this saver's last put there and the blobs that put stored), the
-  record sealer of a namespace, and the key ids whose scope exists. Each is re-validated
+  record sealer of a namespace, the key ids whose scope exists, and per thread when this
+  saver last recorded its activity (for a TTL: a refresh is skipped within the refresh
+  interval; a missed one only makes the thread's record lag). Each is re-validated
   where it matters: a stale parent fails the commit, which looks it up again; a collected
   blob fails it with BlobMissingError, and the put sends the bytes.
 
@@ -130,6 +132,25 @@ class SaverCache:
         """Drop what is known of the pair (deleted, moved, or a hint proved stale)."""
         with self._lock:
             self._drop(("thread", thread_id, ns))
+
+    def touched(self, thread_id: str) -> int | None:
+        """When this saver last recorded the thread's activity (epoch ms), or None."""
+        with self._lock:
+            item = self._items.get(("touched", thread_id))
+        if item is None:
+            return None
+        at_ms: int = item[1]
+        return at_ms
+
+    def put_touched(self, thread_id: str, at_ms: int | None) -> None:
+        """Remember when this saver recorded the thread's activity (None: forget it, e.g.
+        once the thread's record was removed)."""
+        with self._lock:
+            if at_ms is None:
+                self._drop(("touched", thread_id))
+            else:
+                self._add(("touched", thread_id), ENTRY_COST, at_ms)
+                self._shrink()
 
     def sealer(self, namespace: str) -> RecordSealer | Unknown | None:
         """The namespace's record sealer (None: not encrypted), or :data:`UNKNOWN`."""

@@ -4,7 +4,8 @@ Storage (see :mod:`._layout`): each ``(thread_id, checkpoint_ns)`` pair is a ckp
 whose lineage follows LangGraph's parent links; each LangGraph checkpoint is one ckptdb
 checkpoint whose channel values are content-addressed blobs, so an unchanged channel is
 never stored twice. The integration's own tables (migration set ``langgraph``) map
-LangGraph checkpoint ids to ckptdb ids and hold pending writes; the mapping row is written
+LangGraph checkpoint ids to ckptdb ids, hold pending writes and when each thread was last
+active (:mod:`.activity`, for a TTL); the mapping row is written
 in the checkpoint's own commit transaction (``commit(on_publish=...)``), pending writes in
 ``write_session()`` transactions (``BEGIN IMMEDIATE``), so several processes, each with its
 own saver on one file, queue for the write lock instead of failing with "database is
@@ -17,7 +18,7 @@ The saver is assembled from one-job parts on top of :class:`SaverCore`: :mod:`.t
 (which namespace and key scope a thread has), :mod:`.pending` (pending writes, sealed and
 checked), :mod:`.content` (verified checkpoint content), :mod:`.publish` (the commit of one
 LangGraph checkpoint, with its retries), then the LangGraph methods in :mod:`.reads`,
-:mod:`.writes`, :mod:`.delta`, :mod:`.maintenance` and :mod:`.copying`.
+:mod:`.writes`, :mod:`.delta`, :mod:`.maintenance`, :mod:`.copying` and :mod:`.expiry`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 from collections.abc import Callable
 from importlib.resources import files
 from types import TracebackType
@@ -36,9 +38,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import Database, errors
 from ... import open as open_database
-from . import _layout, sealing
+from . import _layout, activity, sealing
 from ._cache import SaverCache
 from .serialization import checked_serde
+from .ttl import Sweeper, ThreadTTL
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +70,20 @@ class SaverCore(BaseCheckpointSaver[str]):
         page_size: int | None = None,
         gc_grace_seconds: float | None = None,
         encryption: Encryption = None,
+        ttl: ThreadTTL | None = None,
     ) -> None:
         super().__init__(serde=checked_serde(serde))
+        if ttl is not None and not isinstance(ttl, ThreadTTL):
+            raise errors.InvalidInputError(
+                f"ttl must be a ThreadTTL or None, got {type(ttl).__name__}"
+            )
+        self.ttl = ttl
+        # How long this saver lets a thread's recorded activity lag (see ThreadTTL).
+        self._refresh_ms = activity.UNSET_REFRESH_MS if ttl is None else ttl.refresh_ms
+        # Whether the file has lg_thread: not when opened read-only before version 4.
+        self._has_activity = True
+        self._sweeper: Sweeper | None = None  # the background sweeper, when one runs
+        self._sweep_lock = threading.Lock()  # one sweep of this saver at a time
         if not (encryption is None or isinstance(encryption, str) or callable(encryption)):
             raise errors.InvalidInputError(
                 "encryption must be a key id (str), a function config -> key id, or None"
@@ -97,6 +112,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             raise errors.InvalidInputError(
                 f"db must be a path or a ckptdb.Database, got {type(db).__name__}"
             )
+        self._clock = self.db.clock  # read on every put: the handle's one clock, held once
         try:
             self._setup()
         except BaseException:
@@ -121,6 +137,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             version = sealing.set_version(s) if found else 0
             if version >= sealing.SEALED_VERSION:
                 self._unsealed_ok = sealing.unsealed_pending(s)
+        self._has_activity = version >= activity.ACTIVITY_VERSION
         if not found:
             raise errors.MigrationPendingError(
                 f"{self.db.path} has no LangGraph tables yet and was opened read-only; open it "
@@ -148,6 +165,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _activity_due(self, thread_id: str) -> int | None:
+        """The time to record as the thread's latest activity (the clock's now), or None
+        when this saver recorded it less than its refresh interval ago."""
+        now = self._clock()
+        last = self._cache.touched(thread_id)
+        if last is not None and 0 <= now - last < self._refresh_ms:
+            return None
+        return now
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter plus a random fraction, the

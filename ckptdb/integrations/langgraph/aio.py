@@ -17,12 +17,12 @@ from langgraph.checkpoint.base import (
 
 from .copying import Copying
 from .delta import DeltaHistory
-from .maintenance import Maintenance
-from .reads import Reads
+from .expiry import Expiry
+from .ttl import TTLSweepReport
 from .writes import Writes
 
 
-class AsyncTwins(Reads, Writes, Maintenance, Copying, DeltaHistory):
+class AsyncTwins(Expiry, Writes, Copying, DeltaHistory):
     """The async twins of every saver method: each runs its sync method in a worker thread."""
 
     # -- async twins ------------------------------------------------------------------------
@@ -87,6 +87,12 @@ class AsyncTwins(Reads, Writes, Maintenance, Copying, DeltaHistory):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async :meth:`copy_thread` (runs in a worker thread)."""
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def asweep_expired(
+        self, *, limit: int | None = None, dry_run: bool = False
+    ) -> TTLSweepReport:
+        """Async :meth:`sweep_expired` (runs in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.sweep_expired(limit=limit, dry_run=dry_run))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune` (runs in a worker thread)."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import BlobRef, errors
 from ...extension import check_types
-from . import sealing
+from . import activity, sealing
 from .pending import SEALED_TYPE, PendingWrites
 from .rows import CHECKPOINT_COLUMNS, WRITE_TYPES, CheckpointRow, checkpoint_row
 from .threads import register
@@ -82,12 +82,15 @@ class Copying(PendingWrites):
         if not copied:
             return
         wanted = {(c[1], c[2]) for c in copied}
+        # The copy is a thread of its own: its TTL starts now, whatever the source's.
+        touch_at = self.db.clock()
         with self.db.write_session() as s:
             s.executemany(
                 "INSERT OR IGNORE INTO lg_checkpoint (thread_id, checkpoint_ns, checkpoint_id,"
                 " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)",
                 copied,
             )
+            activity.touch(s, dst, touch_at)
             # The digest seals the thread id too: each copied write is re-sealed (after
             # checking the source row's own seal). One statement reads them all.
             out = []
@@ -121,6 +124,7 @@ class Copying(PendingWrites):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 out,
             )
+        self._cache.put_touched(dst, touch_at)
 
     def _copy_by_reference(
         self,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import RetentionPolicy, errors
 from ...extension import Session
-from . import _layout
+from . import _layout, activity
 from ._core import log
 from .rows import CHECKPOINT_COLUMNS, CheckpointRow, batches, checkpoint_row
 from .threads import Threads, register
@@ -210,9 +210,9 @@ class Maintenance(Threads):
 
         Two write transactions for a thread of one checkpoint namespace: ckptdb drops the
         namespace (its checkpoints, pointer and the blobs only it used), then the saver's
-        rows and registration go together. Interrupted between the two, the rows name
-        checkpoints that are gone (reads skip those) and the registration lets the next
-        ``delete_thread`` finish the job."""
+        rows, registration and activity record (``lg_thread``) go together. Interrupted
+        between the two, the rows name checkpoints that are gone (reads skip those) and the
+        registration lets the next ``delete_thread`` finish the job."""
         tid = str(thread_id)
         namespaces = self._namespaces(tid)
         dropped = [(n, ns) for n, ns in namespaces if self._drop_checkpoints(n, tid, ns)]
@@ -221,6 +221,8 @@ class Maintenance(Threads):
             s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
             for namespace, _ in dropped:
                 s.execute("DELETE FROM lg_namespace WHERE namespace = ?", (namespace,))
+            activity.forget(s, tid)
+        self._cache.put_touched(tid, None)
         for _, ns in namespaces:
             self._cache.forget_thread(tid, ns)
 

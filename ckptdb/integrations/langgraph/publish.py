@@ -1,7 +1,8 @@
 """The commit of one LangGraph checkpoint: one ckptdb commit whose ``on_publish`` hook
 writes the saver's own rows (``lg_namespace`` on a thread's first commit, ``lg_checkpoint``
-always) in the same transaction -- so LangGraph sees the checkpoint exactly when it lands
--- and the retries a concurrent prune or GC makes necessary."""
+always, the thread's ``lg_thread`` activity when its refresh is due) in the same
+transaction -- so LangGraph sees the checkpoint exactly when it lands, and the thread's TTL
+restarts with it -- and the retries a concurrent prune or GC makes necessary."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from ... import BlobRef, CommitAck, errors
 from ...extension import Session
-from . import _layout
+from . import _layout, activity
 from ._cache import Loaded, ThreadState
 from .threads import Threads, register
 
@@ -62,10 +63,13 @@ class Publish(Threads):
         # The first commit of this saver in a namespace registers it (or checks that the
         # registration is the pair's); later ones only add their lg_checkpoint row.
         confirmed = state is not None and state.confirmed and state.namespace == namespace
+        touch_at = self._activity_due(thread_id)
 
         def record(session: Session, ack: CommitAck) -> None:
             if not confirmed:
                 register(session, namespace, thread_id, ns)
+            if touch_at is not None:
+                activity.touch(session, thread_id, touch_at)
             session.execute(
                 "INSERT OR REPLACE INTO lg_checkpoint (thread_id, checkpoint_ns,"
                 " checkpoint_id, parent_checkpoint_id, ckpt_id, run_id)"
@@ -105,6 +109,8 @@ class Publish(Threads):
                 if attempt == ATTEMPTS - 1:
                     raise
                 continue
+            if touch_at is not None:
+                self._cache.put_touched(thread_id, touch_at)
             last_put = (checkpoint_id, ack.checkpoint_id)
             if put is None:
                 channels = {} if state is None else state.channels

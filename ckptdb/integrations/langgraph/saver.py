@@ -3,8 +3,8 @@
 The saver is assembled from parts, one job each (see :mod:`._core` for the list and the
 storage layout): the LangGraph methods live in :mod:`.reads` (``get_tuple``, ``list``),
 :mod:`.writes` (``put``, ``put_writes``), :mod:`.delta` (``get_delta_channel_history``),
-:mod:`.maintenance` (delete, prune), :mod:`.copying` (``copy_thread``) and :mod:`.aio` (the
-async twins).
+:mod:`.maintenance` (delete, prune), :mod:`.copying` (``copy_thread``), :mod:`.expiry`
+(threads that expire: ``sweep_expired``) and :mod:`.aio` (the async twins).
 """
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ class CkptdbSaver(AsyncTwins):
     content-addressed blobs of their own; smaller ones inline (see :mod:`._layout`).
     ``gc_grace_seconds`` is the grace period passed to ckptdb's GC by :meth:`prune`
     (it only delays freeing staged chunks of values larger than the file's chunk size).
+
+    ``ttl``: a :class:`~.ttl.ThreadTTL` -- threads not used within its ``default_ttl`` are
+    deleted or pruned to their newest checkpoint by a background sweeper the saver starts
+    (every ``sweep_interval``; stopped by :meth:`close`) and by :meth:`sweep_expired`.
+    Whatever the setting, every put records when its thread was last active.
 
     Every method has an async twin (``aget_tuple``, ``alist``, ...) that runs it in a worker
     thread; a ckptdb handle is safe to share between threads.

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import (
 
 from ... import BlobRef, errors
 from ...extension import Addressed
-from . import _layout, sealing
+from . import _layout, activity, sealing
 from ._cache import ThreadState
 from .pending import PendingWrites
 from .publish import Encoded, Publish
@@ -187,8 +187,13 @@ class Writes(Publish, PendingWrites):
             " INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
             " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        touch_at = self._activity_due(thread_id)
         with self.db.write_session() as s:
             if keep:
                 s.executemany("INSERT OR IGNORE" + columns, keep)
             if replace:
                 s.executemany("INSERT OR REPLACE" + columns, replace)
+            if touch_at is not None:
+                activity.touch(s, thread_id, touch_at)
+        if touch_at is not None:
+            self._cache.put_touched(thread_id, touch_at)
