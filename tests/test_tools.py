@@ -56,6 +56,18 @@ def test_bench_commit_quick(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_commit_threads_with_a_slow_fsync(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_commit.py", "--quick", "--only", "threads", "--sync-ms", "2")
+    threads = report["threads"]
+    assert threads["sync_ms"] == 2 and _positive(*threads["commits_per_second"].values())
+    assert _positive(threads["single_caller_latency_us"]["group"])
+    sizes = {int(k): n for k, n in threads["group_8_threads_batch_sizes"].items()}
+    assert sizes and all(1 <= k <= 8 for k in sizes)
+    # Every commit of the measured 8-thread rounds (3 x 80 in --quick) in exactly one batch.
+    assert sum(k * n for k, n in sizes.items()) == 3 * 80
+
+
+@pytest.mark.slow
 def test_bench_gc_quick(tmp_path: Path) -> None:
     report = run_tool(tmp_path, "bench_gc.py", "--quick")
     small, large = report["runs"]

@@ -4,6 +4,7 @@
     python tools/bench_commit.py --quick         # seconds, for CI / a smoke check
     python tools/bench_commit.py --json out.json
     python tools/bench_commit.py --only threads  # group commit: 8 threads vs 1, one handle
+    python tools/bench_commit.py --only threads --sync-ms 2  # ... with an emulated 2 ms fsync
     python tools/bench_commit.py --only quota    # what quotas cost a small commit
 
 Small commits: 3 entries of 1 KiB with fresh content each time, durable (fsync) in all
@@ -20,7 +21,11 @@ Threads: 8 threads committing small commits (the same 3 x 1 KiB, a namespace eac
 ONE handle vs 1 thread on that handle, with group commit (the default) and without it
 (``group_commit=False``: every commit its own transaction, the behaviour before group
 commit), all four measured in interleaved rounds in one run. Also the single caller's
-median latency with and without group commit (a lone caller must pay nothing for it).
+median latency with and without group commit (a lone caller must pay nothing for it), and
+how many commits each write transaction of the 8-thread runs carried (the batch sizes).
+``--sync-ms N`` opens both handles through ``ckptdb.connection.slow_sync``, a VFS whose
+fsync is a sleep of N ms: this VM's own fsync swings between 0.05 and 4 ms from run to run,
+too little and too unsteady to show what sharing one fsync is worth on a real disk.
 
 Quota: the same small commits, one handle per configuration, interleaved: no quota row at
 all; 100 quotas none of which covers the namespace; a refusing quota that covers it (with a
@@ -48,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,6 +61,7 @@ import apsw
 
 import ckptdb
 from ckptdb.connection import DEFAULT_PAGE_SIZE
+from ckptdb.connection.slow_sync import SlowSyncVFS
 from ckptdb.ops import quota as quota_op
 from ckptdb.ops.unit import writing
 
@@ -181,13 +188,16 @@ def small_commits(rounds: int, per_round: int, workdir: Path) -> dict[str, objec
 
 
 def threaded_commits(
-    rounds: int, per_round: int, workdir: Path, threads: int = 8
+    rounds: int, per_round: int, workdir: Path, threads: int = 8, sync_ms: float | None = None
 ) -> dict[str, object]:
     """Throughput of ``threads`` threads vs 1 thread on one handle, with and without group
-    commit; and a lone caller's latency with and without it."""
+    commit; a lone caller's latency with and without it; the group handle's batch sizes.
+    ``sync_ms``: every fsync is a sleep of that long instead (the slow-sync VFS)."""
+    slow = SlowSyncVFS("bench-slow-sync", sync_ms=sync_ms) if sync_ms is not None else None
+    vfs = slow.name if slow is not None else None
     handles = {
-        "group": ckptdb.open(workdir / "group.ckpt"),
-        "before": ckptdb.open(workdir / "before.ckpt", group_commit=False),
+        "group": ckptdb.open(workdir / "group.ckpt", vfs=vfs),
+        "before": ckptdb.open(workdir / "before.ckpt", group_commit=False, vfs=vfs),
     }
     counter = [0]
 
@@ -196,19 +206,25 @@ def threaded_commits(
         counter[0] += n
         return out
 
-    def one_thread(db: ckptdb.Database) -> tuple[float, float]:
+    def one_thread(db: ckptdb.Database) -> tuple[float, float, float]:
+        """Commits/s, median latency, CPU seconds per commit."""
         work = batch(per_round)
         latencies = []
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for entries in work:
             t = time.perf_counter()
             db.commit("solo", entries)
             latencies.append(time.perf_counter() - t)
-        return per_round / (time.perf_counter() - t0), statistics.median(latencies)
+        rate = per_round / (time.perf_counter() - t0)
+        return rate, statistics.median(latencies), (time.process_time() - c0) / per_round
 
     grouped = [0, 0]  # transactions and commits of the group handle's threaded runs
+    # Members per write transaction in those runs (diagnostics below the public API).
+    sizes: Counter[int] = Counter()
 
-    def many_threads(db: ckptdb.Database) -> float:
+    def many_threads(db: ckptdb.Database) -> tuple[float, float]:
+        """Commits/s, CPU seconds per commit (all threads)."""
         per_thread = per_round // threads
         work = [batch(per_thread) for _ in range(threads)]
         start = threading.Barrier(threads + 1)
@@ -222,34 +238,50 @@ def threaded_commits(
         for thread in pool:
             thread.start()
         before = db.commit_batches
+        sizes_before = db._group.batch_sizes.copy()
         start.wait()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for thread in pool:
             thread.join()
         rate = per_thread * threads / (time.perf_counter() - t0)
+        cpu = (time.process_time() - c0) / (per_thread * threads)
         after = db.commit_batches
         grouped[0] += after[0] - before[0]
         grouped[1] += after[1] - before[1]
-        return rate
+        if db._group.enabled:
+            sizes.update(db._group.batch_sizes - sizes_before)
+        return rate, cpu
 
     for db in handles.values():  # warm up
         one_thread(db)
         many_threads(db)
     rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     latency: dict[str, list[float]] = {"group": [], "before": []}
     grouped[:] = [0, 0]
+    sizes.clear()
     for _ in range(rounds):
         for name, db in handles.items():
-            rate, lat = one_thread(db)
+            rate, median_latency, cpu_one = one_thread(db)
             rates.setdefault(f"{name}_1_thread", []).append(rate)
-            latency[name].append(lat)
-            rates.setdefault(f"{name}_{threads}_threads", []).append(many_threads(db))
+            cpu.setdefault(f"{name}_1_thread", []).append(cpu_one)
+            latency[name].append(median_latency)
+            rate, cpu_many = many_threads(db)
+            rates.setdefault(f"{name}_{threads}_threads", []).append(rate)
+            cpu.setdefault(f"{name}_{threads}_threads", []).append(cpu_many)
     for db in handles.values():
         db.close()
+    if slow is not None:
+        slow.unregister()
     med = {name: statistics.median(values) for name, values in rates.items()}
     lat = {name: statistics.median(values) for name, values in latency.items()}
     return {
+        "sync_ms": sync_ms,
         "commits_per_second": {k: round(v, 1) for k, v in med.items()},
+        # Process CPU (all threads) per commit: what the GIL serializes, so with a slow
+        # fsync 8 threads reach at most (cpu 1 thread + fsync) / (cpu 8 threads + fsync / batch).
+        "cpu_us_per_commit": {k: round(statistics.median(v) * 1e6, 1) for k, v in cpu.items()},
         f"group_{threads}_threads_vs_1_thread": round(
             med[f"group_{threads}_threads"] / med["group_1_thread"], 2
         ),
@@ -262,6 +294,7 @@ def threaded_commits(
         "single_caller_latency_us": {k: round(v * 1e6, 1) for k, v in lat.items()},
         "single_caller_latency_group_vs_before": round(lat["group"] / lat["before"], 3),
         f"group_{threads}_threads_commits_per_transaction": round(grouped[1] / grouped[0], 2),
+        f"group_{threads}_threads_batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
         "rounds": rounds,
         "commits_per_round": per_round,
     }
@@ -440,6 +473,11 @@ def main() -> None:
         choices=["small", "threads", "quota", "large"],
         help="run one part of the benchmark",
     )
+    parser.add_argument(
+        "--sync-ms",
+        type=float,
+        help="threads: every fsync is a sleep of this many ms (an emulated disk)",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ckptdb-bench-", dir=args.dir))
     try:
@@ -455,6 +493,7 @@ def main() -> None:
                 rounds=3 if args.quick else 7,
                 per_round=80 if args.quick else 800,
                 workdir=workdir,
+                sync_ms=args.sync_ms,
             )
         if args.only in (None, "quota"):
             results["quota"] = quota_commits(

@@ -50,8 +50,7 @@ def migrate_plan(db: str, to: int | None, as_json: bool) -> None:
     "--timeout",
     default=None,
     type=click.FloatRange(min=0),
-    help="Seconds to wait for another writer before refusing (default: --busy-timeout, "
-    "else 30).",
+    help="Seconds to wait for another writer before refusing (default: --busy-timeout, else 30).",
 )
 @json_option
 @command

@@ -15,6 +15,7 @@ issue SQL through :class:`Connection` and never see an apsw object or exception.
 | :mod:`.confinement` | integration sessions: kept off ckptdb's own tables |
 | :mod:`.walhook` | who may checkpoint the WAL of a replicated file |
 | :mod:`.faults` | a fault-injecting VFS for the reliability harness |
+| :mod:`.slow_sync` | a VFS whose fsync is a fixed sleep, for benchmarks |
 | :mod:`.litestream_vfs` | Litestream's read-replica VFS |
 """
 

@@ -4,9 +4,26 @@ Every ``Database.commit`` is prepared by its own thread (hashing, staging), then
 here. Whichever thread finds no leader becomes the leader: it takes the handle, drains the
 queue, opens one ``BEGIN IMMEDIATE`` transaction and publishes each queued plan inside its
 own ``SAVEPOINT`` (``ops/commit.publish``, the per-commit unit, unchanged), COMMITs once
-and only then acknowledges every member. Threads that arrive while the leader works queue
-up and form the next batch; a lone caller finds an empty queue and no leader, so it waits
-for nobody (no timer anywhere: a leader publishes whatever is queued, at once).
+and only then acknowledges every member.
+
+Forming full batches. Commits that queue while the leader publishes join its transaction
+(late joiners, published after the others, in queue order). When the queue is empty but
+other threads are still inside ``commit`` -- preparing a commit outside the handle, or just
+handed their outcome and, in a loop, about to come back with the next one -- the leader
+waits for them to queue before it COMMITs: in all at most a quarter of a COMMIT's recent
+duration (a running average) and never more than 1 ms. Without that, the members of a
+batch, acknowledged together, come back while the next leader already publishes, and eight
+threads settle into two half-full batches taking turns on the fsync; a wait bounded by a
+share of the fsync it saves each joiner costs little when fsync is cheap. It never waits
+for a thread outside ``commit`` (idle, or reading through the handle) nor for one staging
+under the handle (which the leader holds). It runs inside the write transaction: writers in
+other processes, and readers of this handle, may wait that much longer for the lock.
+
+A lone caller -- no other thread inside ``commit`` -- waits for nobody: it runs
+``ops/commit.commit`` itself, with no queue, no savepoint, no thread handoff and no wait;
+group commit costs it one uncontended lock. A caller that finds another thread inside (even
+one about to return) goes through the queue instead, so the first member of a batch back
+with its next commit does not COMMIT alone ahead of the others.
 
 What each member keeps, exactly as if the commits had been serialized in queue order:
 
@@ -22,9 +39,6 @@ When the whole transaction is lost (an I/O error mid-batch, which SQLite may ans
 rolling everything back; or BEGIN failing), only the member that hit it keeps its error;
 the others wrote nothing durable and go back to the queue to be published again.
 
-A lone committer -- nobody leading, nobody queued -- runs ``ops/commit.commit`` itself:
-no queue, no savepoint, no thread handoff; group commit costs it one uncontended lock.
-
 A commit that waits for a leader is prepared before it queues, in its own thread and
 without the handle (hashing small values is pure CPU work, and hashlib releases the GIL),
 when that needs nothing of the connection: its values are bytes, text or references no
@@ -36,6 +50,8 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +68,14 @@ from .handle import Handle
 from .unit import Unit, holding, writing
 
 __all__ = ["GroupCommit"]
+
+#: The longest a leader waits for committers still preparing (see the module docstring)...
+_GATHER_CAP_SECONDS = 0.001
+#: ... and that wait as a share of a COMMIT's recent duration: waiting is worth it only
+#: while it costs less than the fsync it saves.
+_GATHER_SHARE = 0.25
+#: Weight of the newest COMMIT in the running estimate of a COMMIT's duration.
+_COMMIT_EWMA_WEIGHT = 0.25
 
 #: Errors after which the transaction's state is not trusted even if SQLite kept it open
 #: (the storage failed, or the file is damaged): the batch is abandoned and its other
@@ -140,9 +164,23 @@ class GroupCommit:
         self._queue: list[_Request] = []
         self._leading = False
         self._waiters = 0
+        # Threads inside ``commit`` (from entry to return, a lone one included), and those
+        # of them preparing under the handle (a leader cannot wait for those: it holds it).
+        self._inside = 0
+        self._staging = 0
+        # A leader waiting for committers still preparing sleeps on ``_arrivals``, woken
+        # when one queues or leaves; ``_gathering`` says whether anyone needs that wake-up.
+        self._arrivals = threading.Condition(self._mutex)
+        self._gathering = False
+        #: running estimate of a batch's COMMIT duration in seconds (0: none measured yet)
+        self.commit_seconds = 0.0
         #: write transactions run by leaders, and the commits they published
         self.batches = 0
         self.commits = 0
+        #: how many transactions ran each number of members (1: a commit that ran alone)
+        self.batch_sizes: Counter[int] = Counter()
+        #: times a leader waited for committers still preparing, before its COMMIT
+        self.gather_waits = 0
 
     @property
     def queued(self) -> int:
@@ -171,9 +209,9 @@ class GroupCommit:
                     self._cond.notify_all()
 
     def commit(self, plan: CommitPlan) -> models.CommitAck:
-        """Publish ``plan``: at once when nobody leads or queues (the lone committer, which
-        pays nothing for the queue), else in the next batch -- returning its
-        acknowledgement once that batch's COMMIT returned, or raising its own error."""
+        """Publish ``plan``: at once when no other thread is committing (the lone committer,
+        which pays nothing for the queue), else in a batch -- returning its acknowledgement
+        once that batch's COMMIT returned, or raising its own error."""
         handle = self._handle
         if not self.enabled or handle.owner == threading.get_ident():
             # From inside the handle (an on_publish hook, a session), a queued commit would
@@ -181,20 +219,35 @@ class GroupCommit:
             return commit_op.commit(handle, plan)
         mutex = self._mutex
         with mutex:
-            alone = not (self._leading or self._queue)
+            # Another thread inside (even one about to return with its outcome, which may
+            # be back at once with its next commit): this commit goes through the queue,
+            # where it can share a transaction.
+            alone = not (self._leading or self._queue or self._inside)
+            self._inside += 1
             if alone:
                 self._leading = True
-        if alone:
-            try:
+        try:
+            if alone:
                 ack = commit_op.commit(handle, plan)
                 self.batches += 1
                 self.commits += 1
+                self.batch_sizes[1] += 1
                 return ack
-            finally:
-                with mutex:
+            return self._grouped(plan)
+        finally:
+            with mutex:
+                self._inside -= 1
+                if alone:
                     self._leading = False
-                    if self._waiters:
-                        self._cond.notify_all()
+                if self._waiters:
+                    self._cond.notify_all()
+                if self._gathering:
+                    self._arrivals.notify()
+
+    def _grouped(self, plan: CommitPlan) -> models.CommitAck:
+        """A commit that may share a transaction: prepared (outside the handle when it
+        needs nothing of the connection), then queued."""
+        handle = self._handle
         handle.check_writable()
         scope = handle.keyring.known_scope(plan.namespace)
         values = plan.values
@@ -209,19 +262,31 @@ class GroupCommit:
             commit_op.prepare(handle.store.blobs, plan, scope, handle.clock())
         else:
             # Staging writes through the connection: under the handle.
-            with holding(handle, write=True, keeps_heads=True) as tx:
-                scope = tx.keyring.scope_for_namespace(tx.conn, plan.namespace)
-                try:
-                    commit_op.prepare(tx.blobs, plan, scope, tx.now_ms)
-                except errors.DiskFullError as exc:
-                    raise commit_op.discard_staged(tx, [plan], exc) from exc
+            self._count_staging(+1)
+            try:
+                with holding(handle, write=True, keeps_heads=True) as tx:
+                    scope = tx.keyring.scope_for_namespace(tx.conn, plan.namespace)
+                    try:
+                        commit_op.prepare(tx.blobs, plan, scope, tx.now_ms)
+                    except errors.DiskFullError as exc:
+                        raise commit_op.discard_staged(tx, [plan], exc) from exc
+            finally:
+                self._count_staging(-1)
         return self._queued(plan)
+
+    def _count_staging(self, change: int) -> None:
+        with self._mutex:
+            self._staging += change
+            if self._gathering:
+                self._arrivals.notify()
 
     def _queued(self, plan: CommitPlan) -> models.CommitAck:
         req = _Request(plan)
         with self._cond:
             if self._leading or self._queue:
                 self._queue.append(req)
+                if self._gathering:
+                    self._arrivals.notify()
                 self._waiters += 1
                 try:
                     while not req.done and self._leading:
@@ -265,10 +330,11 @@ class GroupCommit:
                 if own not in batch:
                     batch.insert(0, own)  # the leader's own commit, if it never queued
                 self.batches += 1
-                if len(batch) == 1:
-                    self._run_one(batch[0])
+                if len(batch) == 1 and not self._queue and self._preparing(batch) <= 0:
+                    self._run_one(batch[0])  # alone after all: the lone commit's path
                 else:
                     self._run_batch(tx, batch)
+                self.batch_sizes[len(batch)] += 1
         except Exception as exc:
             # The handle refused (closed, read-only, reconnect failed) before any batch
             # began: nothing was written for anyone waiting.
@@ -307,6 +373,31 @@ class GroupCommit:
             self.commits += 1
             req.succeed(ack)
 
+    def _preparing(self, batch: list[_Request]) -> int:
+        """Threads committing that are neither in ``batch`` nor queued nor staging under the
+        handle: preparing their commit, or taking their outcome (and maybe back at once).
+        Read without the lock by a leader deciding whether to look again."""
+        return self._inside - self._staging - len(self._queue) - len(batch)
+
+    def _gather(self, batch: list[_Request], deadline: float) -> bool:
+        """Move into ``batch`` the commits queued since it was drained, first waiting for
+        one until ``deadline`` if none has but other threads are still preparing a commit.
+        False: nothing joined, the batch is complete."""
+        with self._mutex:
+            while not self._queue:
+                wait = deadline - time.perf_counter()
+                if wait <= 0 or self._preparing(batch) <= 0:
+                    return False
+                self.gather_waits += 1
+                self._gathering = True
+                try:
+                    self._arrivals.wait(wait)
+                finally:
+                    self._gathering = False
+            batch.extend(self._queue)
+            self._queue = []
+            return True
+
     def _run_batch(self, tx: Unit, batch: list[_Request]) -> None:
         conn = tx.conn
         published: list[tuple[_Request, models.CommitAck]] = []
@@ -314,19 +405,31 @@ class GroupCommit:
         culprit: tuple[_Request, Exception] | None = None
         try:
             with tx.write_batch():
-                for req in batch:
-                    try:
-                        with conn.savepoint():
-                            ack = commit_op.publish(tx, req.plan)
-                    except Exception as exc:
-                        if not conn.in_transaction or isinstance(exc, _ABANDONING):
-                            culprit = (req, exc)
-                            raise _Abandon from exc
-                        failed.append((req, exc))
-                    else:
-                        published.append((req, ack))
+                # ``batch`` grows while it is published: late joiners (see _gather).
+                start = 0
+                deadline: float | None = None
+                while True:
+                    for req in batch[start:]:
+                        try:
+                            with conn.savepoint():
+                                ack = commit_op.publish(tx, req.plan)
+                        except Exception as exc:
+                            if not conn.in_transaction or isinstance(exc, _ABANDONING):
+                                culprit = (req, exc)
+                                raise _Abandon from exc
+                            failed.append((req, exc))
+                        else:
+                            published.append((req, ack))
+                    start = len(batch)
+                    if deadline is None:
+                        deadline = time.perf_counter() + min(
+                            _GATHER_CAP_SECONDS, _GATHER_SHARE * self.commit_seconds
+                        )
+                    if not self._gather(batch, deadline):
+                        break
                 if not published:
                     raise _Abandon  # nothing to COMMIT: roll back instead
+                committing = time.perf_counter()
         except _Abandon:
             if culprit is not None:
                 # The others were decided against writes that are gone now: they go back to
@@ -348,6 +451,8 @@ class GroupCommit:
             return
         # COMMIT returned: every published member is durable; only now is it acknowledged
         # (and its pointer cached, in publication order: the last move of a namespace wins).
+        took = time.perf_counter() - committing
+        self.commit_seconds += _COMMIT_EWMA_WEIGHT * (took - self.commit_seconds)
         tx.handle.remember_heads(tx.moved)
         self.commits += len(published)
         for req, ack in published:
