@@ -18,6 +18,7 @@ from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
 from .extension import RecordSealer, Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
+from .ops import deletion as deletion_op
 from .ops import diff as diff_op
 from .ops import encryption as encryption_op
 from .ops import fork as fork_op
@@ -772,7 +773,7 @@ class Database:
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
         simply be run again. A receipt is stored."""
         ns = validation.namespace(namespace)
-        return gc_op.drop_namespace(self._handle, ns, force=force, dry_run=dry_run)
+        return deletion_op.drop_namespace(self._handle, ns, force=force, dry_run=dry_run)
 
     def prune(
         self,
@@ -788,7 +789,7 @@ class Database:
             raise errors.InvalidInputError("prune needs a non-empty metadata filter")
         validation.metadata(where)
         scope = [validation.namespace(n) for n in namespaces] if namespaces else None
-        return gc_op.prune(self._handle, dict(where), namespaces=scope, dry_run=dry_run)
+        return deletion_op.prune(self._handle, dict(where), namespaces=scope, dry_run=dry_run)
 
     # -- quotas -------------------------------------------------------------------------
 

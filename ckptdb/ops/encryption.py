@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .. import errors, keyids, models, validation
 from ..store import blob_scans, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
-from . import gc
+from . import deletion, gc
 from .handle import Handle
 from .unit import Unit, holding, holds
 
@@ -285,7 +285,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
             if not names:
                 break
             for name in names:
-                report = gc.drop_namespace_in(tx, name, force=True, dry_run=False)
+                report = deletion.drop_namespace_in(tx, name, force=True, dry_run=False)
                 checkpoints_deleted += report.checkpoints_deleted
                 dropped.append(name)
         # 3. Staged or orphaned records of the scope.

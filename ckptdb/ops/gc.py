@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +34,12 @@ from typing import Any
 from .. import errors, models, validation
 from ..connection import Connection
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
-from ..store import blob_scans, checkpoints, pins, pointers, scopes, settings
+from ..store import blob_scans, checkpoints, pins, pointers, settings
 from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
 from ..types import Progress
 from .handle import Handle
-from .unit import Unit, holding, holds
+from .unit import Unit, holding
 
 DEFAULT_GRACE_SECONDS = 3600.0
 #: Checkpoints deleted by the first sweep transaction (later ones adapt, see below). Each
@@ -581,215 +581,3 @@ def _grace_hold(held: Held, grace_seconds: float) -> dict[str, Any]:
         "first_free_at": free_at(oldest_ms),
         "all_free_at": free_at(newest_ms),
     }
-
-
-def delete_selected(
-    tx: Unit,
-    *,
-    kind: str,
-    select: Callable[[], list[tuple[int, str]]],
-    namespaces: list[str],
-    dry_run: bool,
-    grace_seconds: float,
-    exempt: Callable[[], set[int]] = set,
-    prologue: Callable[[], None] | None = None,
-    epilogue: Callable[[], None] | None = None,
-) -> models.PruneReport:
-    """Delete the checkpoints ``select()`` returns as (seq, id), skipping (and reporting)
-    protected ones, with the sweep machinery of GC and a receipt.
-
-    ``exempt()`` names protected seqs the operation itself will unprotect in ``prologue``
-    (which runs in its own write transaction before sweeping, e.g. removing a dropped
-    namespace's pointer); ``epilogue`` runs in the transaction that stores the receipt.
-    """
-    conn = tx.conn
-    now_ms = tx.now_ms
-    cutoff_ms = now_ms - int(grace_seconds * 1000)
-    with conn.read_transaction():
-        rows = select()
-        protected = _protected(conn) - exempt()
-    skipped = [
-        models.Rejection(
-            checkpoint_id=cid, code="protected", detail="CURRENT, fallback or pinned; kept"
-        )
-        for seq, cid in rows
-        if seq in protected
-    ]
-    doomed = [seq for seq, _ in rows if seq not in protected]
-    receipt_id = None
-    if dry_run:
-        with conn.read_transaction():
-            swept = estimate(conn, doomed, cutoff_ms)
-    elif len(doomed) <= SWEEP_BATCH:
-        # A small deletion (a LangGraph thread, a namespace of a few hundred checkpoints)
-        # is one transaction: the pointer, the checkpoints, what becomes unreferenced and
-        # the receipt commit together, without the bulk settings a long sweep needs.
-        with conn.write_transaction():
-            if prologue is not None:
-                prologue()
-            swept = delete_batch(conn, doomed, cutoff_ms)
-            swept.deleted_ids.sort()
-            GcBatch.drop_tables(conn)
-            receipt_id = _store_deletion_receipt(
-                conn, kind, namespaces, skipped, swept, now_ms, epilogue
-            )
-        # In a file with key scopes every deletion ends with the WAL truncated: no frame
-        # may keep a deleted record of a scope (docs/security.md).
-        if scopes.any_scope(conn) or int(conn.pragma("freelist_count")) > RECLAIM_MIN_PAGES:
-            reclaim(conn)
-    else:
-        if prologue is not None:
-            with conn.write_transaction():
-                prologue()
-        swept = Sweep()
-        with bulk_delete_settings(conn):
-            sweep(conn, doomed, cutoff_ms, swept)
-        swept.deleted_ids.sort()  # once: the receipt and the report sort again (now O(n))
-        with conn.write_transaction():
-            GcBatch.drop_tables(conn)
-            receipt_id = _store_deletion_receipt(
-                conn, kind, namespaces, skipped, swept, now_ms, epilogue
-            )
-        reclaim(conn)
-    return models.PruneReport(
-        kind=kind,  # type: ignore[arg-type]
-        dry_run=dry_run,
-        receipt_id=receipt_id,
-        namespaces=namespaces,
-        checkpoints_deleted=len(swept.deleted_ids),
-        deleted_ids=sorted(swept.deleted_ids),
-        skipped=skipped,
-        blobs_deleted=swept.blobs,
-        chunks_deleted=swept.chunks,
-        bytes_freed=swept.bytes_freed,
-        at=models.from_ms(now_ms),
-    )
-
-
-def _store_deletion_receipt(
-    conn: Connection,
-    kind: str,
-    namespaces: list[str],
-    skipped: list[models.Rejection],
-    swept: Sweep,
-    now_ms: int,
-    epilogue: Callable[[], None] | None,
-) -> int:
-    """Run ``epilogue`` and store the receipt of a deletion (inside the caller's write
-    transaction); returns the receipt's id."""
-    body: dict[str, Any] = {
-        "namespaces": namespaces,
-        "checkpoints_deleted": len(swept.deleted_ids),
-        "skipped": [s.checkpoint_id for s in skipped],
-        "blobs_deleted": swept.blobs,
-        "chunks_deleted": swept.chunks,
-        "bytes_freed": swept.bytes_freed,
-        **receipt_ids(swept.deleted_ids),
-    }
-    if epilogue is not None:
-        epilogue()
-    return store_receipt(
-        conn,
-        kind,
-        body,
-        namespace=namespaces[0] if len(namespaces) == 1 else None,
-        checkpoint_id=None,
-        at_ms=now_ms,
-    )
-
-
-def drop_namespace(
-    handle: Handle, namespace: str, *, force: bool, dry_run: bool
-) -> models.PruneReport:
-    """See :meth:`ckptdb.Database.drop_namespace`: a namespace already dropped (or never
-    there) is nothing to do, which is success."""
-    with holding(handle, write=not dry_run) as tx:
-        try:
-            return drop_namespace_in(tx, namespace, force=force, dry_run=dry_run)
-        except errors.NamespaceNotFoundError:
-            return models.PruneReport(
-                kind="drop_namespace",
-                dry_run=dry_run,
-                receipt_id=None,
-                namespaces=[],
-                checkpoints_deleted=0,
-                deleted_ids=[],
-                skipped=[],
-                blobs_deleted=0,
-                chunks_deleted=0,
-                bytes_freed=0,
-                at=models.from_ms(tx.now_ms),
-            )
-
-
-def drop_namespace_in(
-    tx: Unit, namespace: str, *, force: bool, dry_run: bool
-) -> models.PruneReport:
-    """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none)."""
-    conn = tx.conn
-    ns_id = checkpoints.namespace_id(conn, namespace)
-    if ns_id is None:
-        raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
-    held = pins.list_pins(conn, namespace)
-    if held and not force:
-        raise errors.ProtectedError(
-            f"namespace {namespace!r} has pinned checkpoints "
-            f"({', '.join(p.name for p in held)}); unpin them first or force the drop, "
-            "which removes those pins too",
-            pins=[p.name for p in held],
-        )
-
-    def exempt() -> set[int]:
-        return pointers.protected_seqs(conn, ns_id) | pins.pinned_in_namespace(conn, ns_id)
-
-    def prologue() -> None:
-        pins.delete_in_namespace(conn, ns_id)
-        pointers.delete(conn, ns_id)
-
-    def epilogue() -> None:
-        checkpoints.delete_namespace_if_empty(conn, ns_id)
-        settings.clear_policy(conn, namespace)
-
-    return delete_selected(
-        tx,
-        kind="drop_namespace",
-        select=lambda: checkpoints.seqs_of_namespace(conn, ns_id),
-        namespaces=[namespace],
-        dry_run=dry_run,
-        grace_seconds=0.0,
-        exempt=exempt,
-        prologue=prologue,
-        epilogue=epilogue,
-    )
-
-
-@holds(write=True)
-def prune(
-    tx: Unit,
-    where: dict[str, Any],
-    *,
-    namespaces: list[str] | None,
-    dry_run: bool,
-) -> models.PruneReport:
-    """See :meth:`ckptdb.Database.prune`."""
-    conn = tx.conn
-
-    def select() -> list[tuple[int, str]]:
-        out = []
-        for seq, cid, ns, meta in checkpoints.iter_metadata(conn):
-            if namespaces is not None and ns not in namespaces:
-                continue
-            # Unreadable metadata cannot be matched: CorruptionError, nothing deleted.
-            values = validation.metadata_from_json(meta, cid)
-            if all(k in values and values[k] == v for k, v in where.items()):
-                out.append((seq, cid))
-        return out
-
-    return delete_selected(
-        tx,
-        kind="prune",
-        select=select,
-        namespaces=namespaces or ["*"],
-        dry_run=dry_run,
-        grace_seconds=0.0,
-    )
