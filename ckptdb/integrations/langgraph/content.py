@@ -81,7 +81,7 @@ class Content(SaverCore):
         and how to build a fresh LangGraph checkpoint of it (deserialized on every call, so
         callers never share objects); None when the checkpoint no longer exists. ``hot``:
         its spliced cache entry if the caller already took it; ``loaded_now``: its content if
-        the caller just read it (:meth:`_load_many`)."""
+        the caller already has it (from the cache, or just read by :meth:`_load_many`)."""
         if hot is None and loaded_now is None:
             hot = self._cache.spliced(ckpt_id)
         if hot is not None:

@@ -312,26 +312,29 @@ class Reads(PendingWrites, Content):
         if present is None:
             present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
         kept: builtins.list[tuple[CheckpointRow, Checkpoint, dict[str, Any]]] = []
-        # What neither cache holds is read and verified in one go, not checkpoint by one.
-        cold = [
-            r.ckpt_id
-            for r in rows
-            if r.ckpt_id in present
-            and (hot is None or hot.get(r.ckpt_id) is None)
-            and self._cache.spliced(r.ckpt_id) is None
-            and self._cache.content(r.ckpt_id) is None
-        ]
-        loaded_now = self._load_many(cold) if cold else {}
-        for row in rows:
-            if row.ckpt_id not in present:
+        # Each row's cache entries are taken once; what neither cache holds is read and
+        # verified in one go, not checkpoint by checkpoint.
+        taken: dict[str, tuple[Loaded, bytes] | None] = dict(hot or {})
+        known: dict[str, tuple[Loaded, dict[str, bytes]]] = {}
+        cold: builtins.list[str] = []
+        for r in rows:
+            cid = r.ckpt_id
+            if cid not in present or cid in known or cid in cold or taken.get(cid):
                 continue
-            if row.ckpt_id in cold and row.ckpt_id not in loaded_now:
-                continue  # collected since the rows were listed
-            content = self._content(
-                row.ckpt_id,
-                None if hot is None else hot.get(row.ckpt_id),
-                loaded_now.get(row.ckpt_id),
-            )
+            taken[cid] = self._cache.spliced(cid)
+            if taken[cid] is None:
+                cached = self._cache.content(cid)
+                if cached is None:
+                    cold.append(cid)
+                else:
+                    known[cid] = cached
+        if cold:
+            known.update(self._load_many(cold))
+        for row in rows:
+            cid = row.ckpt_id
+            if cid not in present or (cid in cold and cid not in known):
+                continue  # gone, or collected since the rows were listed
+            content = self._content(cid, taken.get(cid), known.get(cid))
             if content is None:
                 continue
             loaded, build = content
