@@ -243,6 +243,7 @@ class Database:
         base: str | None = None,
         on_publish: Callable[[Session, models.CommitAck], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        label: str | None = None,
     ) -> models.CommitAck:
         """Publish a checkpoint atomically and move the namespace's CURRENT to it.
 
@@ -268,6 +269,11 @@ class Database:
         savepoint, with its own compare-and-swap, error and hooks) and one fsync, and each
         caller gets its acknowledgement only after that COMMIT returned. A lone caller
         waits for nobody.
+
+        ``label`` is your own name for the checkpoint (e.g. your framework's id for it),
+        unique in the namespace and recorded beside the manifest (not part of its id):
+        :meth:`get_labelled` finds it by that name in one index lookup. A label that names
+        another checkpoint of the namespace raises LabelTakenError and writes nothing.
         """
         if not isinstance(expect_current, _Unset) and expect_current is not None:
             validation.checkpoint_id(expect_current)
@@ -288,6 +294,7 @@ class Database:
             on_publish=on_publish,
             progress=progress,
             code_revision=self._code_revision,
+            label=None if label is None else validation.checkpoint_label(label),
         )
         return self._group.commit(plan)
 
@@ -395,6 +402,14 @@ class Database:
     def get(self, checkpoint_id: str) -> Checkpoint:
         """Any stored checkpoint by full id (see :meth:`resolve` for short forms)."""
         return refs.get(self._handle, validation.checkpoint_id(checkpoint_id))
+
+    def get_labelled(self, namespace: str, label: str) -> Checkpoint | None:
+        """The checkpoint of ``namespace`` committed with this ``label``
+        (``commit(label=...)``), or None: one index lookup, its manifest checked against its
+        id as :meth:`get` does."""
+        return refs.get_labelled(
+            self._handle, validation.namespace(namespace), validation.checkpoint_label(label)
+        )
 
     def get_many(self, checkpoint_ids: Iterable[str]) -> dict[str, Checkpoint]:
         """The stored checkpoints among these full ids, by id, in the order given (the

@@ -50,6 +50,11 @@ class CheckpointInfo(_Model):
         description="the code revision of the program that wrote it (open(code_revision=...));"
         " recorded beside the manifest, not part of the id; None when not given",
     )
+    label: str | None = Field(
+        default=None,
+        description="the caller's own name for it (commit(label=...)), unique in its"
+        " namespace; recorded beside the manifest, not part of the id",
+    )
 
     @property
     def total_size(self) -> int:
@@ -210,6 +215,8 @@ FindingCode = Literal[
     "lineage_generation",
     "entry_corrupt",
     "entry_blob_missing",
+    "blob_ref_missing",
+    "blob_ref_stray",
     "pointer_mismatch",
     "pointer_missing",
     "history_mismatch",
@@ -484,6 +491,11 @@ class MigrationStatus(_Model):
     up_to_date: bool
     pending: list[MigrationInfo]
     sets: dict[str, int] = Field(description="every migration set in the file -> its version")
+    checkpoints_to_move: int = Field(
+        0,
+        description="checkpoints whose entries are still in the format-2 layout (schema 7"
+        " reads them as they are; `migrate up` moves them, in bounded transactions)",
+    )
 
 
 class MigrationResult(_Model):
@@ -496,6 +508,9 @@ class MigrationResult(_Model):
     backup_path: str | None
     backup_verified: bool
     receipt_id: int | None
+    checkpoints_moved: int = Field(
+        0, description="checkpoints whose entries this run moved into the format-3 layout"
+    )
 
 
 class EntryDiff(_Model):

@@ -467,6 +467,28 @@ def optional_label(value: object, what: str, limit: int) -> str | None:
     return value
 
 
+MAX_LABEL_CHARS = 256
+
+
+def checkpoint_label(value: object) -> str:
+    """A checkpoint label (the caller's own name for a checkpoint, unique in its
+    namespace): 1 to 256 characters of valid Unicode, no control character."""
+    if not isinstance(value, str) or not value or len(value) > MAX_LABEL_CHARS:
+        raise errors.InvalidInputError(
+            f"label must be a non-empty str of at most {MAX_LABEL_CHARS} characters, "
+            f"got {value!r:.80}"
+        )
+    if _control_char(value) is not None:
+        raise errors.InvalidInputError(f"label {value!r:.80} contains a control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise errors.InvalidInputError(
+            f"label {value!r:.80} is not valid Unicode ({exc.reason})"
+        ) from exc
+    return value
+
+
 def checkpoint_id(value: object) -> str:
     """A full checkpoint id: 64 lowercase hex characters."""
     if not isinstance(value, str) or not _HEX_ID.fullmatch(value):

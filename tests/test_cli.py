@@ -266,7 +266,10 @@ def test_checkout_refuses_traversal_names_in_a_crafted_database(
 
 
 def test_checkout_refuses_tampered_manifest(populated: Path, tmp_path: Path) -> None:
-    raw_sql(populated, "UPDATE entry SET name = '../escape.txt' WHERE name = 'a.txt'")
+    raw_sql(
+        populated,
+        "UPDATE checkpoint SET entries = replace(entries, '[\"a.txt\",', '[\"../escape.txt\",')",
+    )
     err = run_json("checkout", str(populated), "brain@current", str(tmp_path / "out"), code=5)
     assert err["code"] == "corrupt" and err["reason"] == "manifest_mismatch"
     assert not (tmp_path / "out").exists() and not (tmp_path / "escape.txt").exists()

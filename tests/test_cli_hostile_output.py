@@ -107,8 +107,8 @@ def _build(path: Path, keys_file: Path) -> dict[str, str]:
     raw_sql(
         path,
         "UPDATE blob SET inline_data = X'00' WHERE blob_id = "
-        "(SELECT blob_id FROM entry WHERE name = ? AND checkpoint_seq = "
-        "(SELECT seq FROM checkpoint WHERE id = ?))",
+        "(SELECT b.blob_id FROM entries e JOIN blob b ON b.digest = e.digest"
+        " WHERE e.name = ? AND e.checkpoint_id = ?)",
         (ENTRY, hostile),
     )
     keys_file.write_text(json.dumps({"k1": KEY.hex(), "k2": bytes(32).hex()}))
@@ -183,7 +183,7 @@ def _invocations(db: str, ids: dict[str, str], box: Path) -> dict[tuple[str, ...
         ("show",): [[db, second], [db, hostile]],
         ("sql",): [
             [db, "SELECT name FROM namespace"],
-            [db, "SELECT * FROM entry"],
+            [db, "SELECT * FROM entries"],
             [db, "SELECT * FROM pins"],
         ],
         ("stats",): [[db]],

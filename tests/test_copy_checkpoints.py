@@ -32,7 +32,8 @@ def _snapshot(path: Path) -> list[tuple[object, ...]]:
     """Every row a copy could write (checkpoints, entries, pointers, history, blobs)."""
     return [
         *raw_sql(path, "SELECT id, namespace_id, parent_id, metadata FROM checkpoint ORDER BY id"),
-        *raw_sql(path, "SELECT * FROM entry ORDER BY checkpoint_seq, name"),
+        *raw_sql(path, "SELECT seq, entries FROM checkpoint ORDER BY seq"),
+        *raw_sql(path, "SELECT * FROM blob_ref ORDER BY checkpoint_seq, blob_id"),
         *raw_sql(path, "SELECT * FROM pointer ORDER BY namespace_id"),
         *raw_sql(path, "SELECT namespace_id, revision, digest FROM pointer_history ORDER BY 1, 2"),
         *raw_sql(path, "SELECT count(*), sum(size) FROM blob"),

@@ -345,8 +345,9 @@ def _retype_metadata_as_blob(path: Path, checkpoint_id: str) -> None:
                         if page[i - 1] < 0x80:
                             break
                     types.append((value, i))
-                # 10 columns, 11 for rows written since schema v5 (code_revision)
-                if len(types) in (10, 11) and types[6][0] >= 13 and types[6][0] % 2 == 1:
+                # 10 columns, 11 for rows written since schema v5 (code_revision), 13 since
+                # v7 (entries, label)
+                if len(types) in (10, 11, 13) and types[6][0] >= 13 and types[6][0] % 2 == 1:
                     end = types[6][1]
                     assert page[end - 1] < 0x80, "a one-byte serial type is expected"
                     page[end - 1] -= 1  # TEXT of n bytes (2n+13) -> BLOB of n bytes (2n+12)

@@ -237,7 +237,8 @@ def test_a_verified_manifest_is_remembered_but_damage_is_still_found(db: ckptdb.
     still checked on every read, and verify and other handles still see the damage."""
     ack = db.commit("ns", {"a": b"alpha", "b": b"beta"})
     assert db.get(ack.checkpoint_id).read("a") == b"alpha"
-    raw_sql(db.path, "UPDATE entry SET name = 'z' WHERE name = 'b'")  # damage after caching
+    # damage after caching
+    raw_sql(db.path, "UPDATE checkpoint SET entries = replace(entries, '[\"b\",', '[\"z\",')")
     cp = db.get(ack.checkpoint_id)  # the remembered manifest, not the damaged rows
     assert set(cp.entries) == {"a", "b"} and cp.read("a") == b"alpha"
     assert "manifest_mismatch" in {p.code for p in db.verify().problems}

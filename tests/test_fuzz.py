@@ -76,7 +76,7 @@ def logical_state(path: str | Path) -> tuple[Any, ...]:
         raw_sql(
             path,
             "SELECT (SELECT count(*) FROM checkpoint), (SELECT count(*) FROM blob),"
-            " (SELECT count(*) FROM entry), (SELECT count(*) FROM pointer_history),"
+            " (SELECT count(*) FROM blob_ref), (SELECT count(*) FROM pointer_history),"
             " (SELECT count(*) FROM namespace), (SELECT count(*) FROM pin),"
             " (SELECT count(*) FROM retention),"
             " (SELECT group_concat(digest) FROM (SELECT digest FROM pointer ORDER BY 1))",

@@ -94,8 +94,9 @@ def test_a_batch_frees_exactly_what_it_estimated(db: ckptdb.Database) -> None:
     # estimate does not count it and the deletion keeps it.
     young = raw_sql(
         db.path,
-        "SELECT bc.chunk_id FROM entry e JOIN blob_chunk bc USING (blob_id)"
-        " WHERE e.checkpoint_seq = ? AND e.name = 'own' ORDER BY bc.seq LIMIT 1",
+        "SELECT bc.chunk_id FROM checkpoint k JOIN entries e ON e.checkpoint_id = k.id"
+        " JOIN blob b ON b.digest = e.digest JOIN blob_chunk bc ON bc.blob_id = b.blob_id"
+        " WHERE k.seq = ? AND e.name = 'own' ORDER BY bc.seq LIMIT 1",
         (doomed[0],),
     )[0][0]
     cutoff = 10**15

@@ -46,7 +46,7 @@ def _chunks_of(path: str, checkpoint_id: str) -> tuple[int, int]:
     row = raw_sql(
         path,
         "SELECT count(DISTINCT c.chunk_id), coalesce(sum(c.size), 0) FROM checkpoint k"
-        " JOIN entry e ON e.checkpoint_seq = k.seq JOIN blob_chunk bc ON bc.blob_id = e.blob_id"
+        " JOIN blob_ref e ON e.checkpoint_seq = k.seq JOIN blob_chunk bc ON bc.blob_id = e.blob_id"
         " JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE k.id = ?",
         (checkpoint_id,),
     )[0]

@@ -133,7 +133,7 @@ def test_gc_never_deletes_what_is_needed(
         assert raw_sql(
             db.path,
             "SELECT count(*) FROM blob b WHERE NOT EXISTS"
-            " (SELECT 1 FROM entry e WHERE e.blob_id = b.blob_id)",
+            " (SELECT 1 FROM blob_ref e WHERE e.blob_id = b.blob_id)",
         ) == [(0,)]
         assert raw_sql(
             db.path,

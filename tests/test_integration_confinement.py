@@ -464,7 +464,7 @@ PUBLIC_REFUSED = [
     "DELETE FROM chunk",
     "DELETE FROM chunk_data",
     "INSERT INTO pointer_history SELECT * FROM pointer_history",
-    "DELETE FROM entry",
+    "DELETE FROM blob_ref",
     "UPDATE namespace SET name = name || 'x'",
     "DELETE FROM receipt",
     "DELETE FROM pin",

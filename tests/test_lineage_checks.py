@@ -33,7 +33,7 @@ def _corrupt(db_path: str, checkpoint_id: str) -> None:
     """Flip a byte of the stored bytes of every (inline) entry of one checkpoint."""
     rows = raw_sql(
         db_path,
-        "SELECT b.blob_id, b.inline_data FROM entry e JOIN blob b ON b.blob_id = e.blob_id"
+        "SELECT b.blob_id, b.inline_data FROM blob_ref e JOIN blob b ON b.blob_id = e.blob_id"
         " JOIN checkpoint c ON c.seq = e.checkpoint_seq WHERE c.id = ?",
         (checkpoint_id,),
     )

@@ -22,7 +22,7 @@ def _seq(path: Path, checkpoint_id: str) -> int:
 
 def _delete_checkpoint(path: Path, checkpoint_id: str) -> None:
     """Delete a checkpoint row outside ckptdb (a connection that enforces no foreign keys)."""
-    raw_sql(path, "DELETE FROM entry WHERE checkpoint_seq = ?", (_seq(path, checkpoint_id),))
+    raw_sql(path, "DELETE FROM blob_ref WHERE checkpoint_seq = ?", (_seq(path, checkpoint_id),))
     raw_sql(path, "DELETE FROM checkpoint WHERE id = ?", (checkpoint_id,))
 
 

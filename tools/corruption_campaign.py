@@ -171,6 +171,13 @@ WAL_LOSS_KINDS = frozenset(
 # The pristine database
 
 
+#: The JSON path ('$[k]') of the packed entry named ?2 in the row being updated.
+_ELEMENT = (
+    "(SELECT '$[' || j.key || ']' FROM json_each(checkpoint.entries) j"
+    " WHERE json_extract(j.value, '$[0]') = ?2)"
+)
+
+
 def payload(tag: str, size: int) -> bytes:
     """Deterministic pseudo-random bytes named by ``tag``."""
     out = bytearray()
@@ -574,7 +581,11 @@ class CaseMaker:
                 "blob": [r[0] for r in q("SELECT blob_id FROM blob ORDER BY blob_id")],
                 "checkpoint": [r[0] for r in q("SELECT seq FROM checkpoint ORDER BY seq")],
                 "entry": [
-                    list(r) for r in q("SELECT checkpoint_seq, name FROM entry ORDER BY 1, 2")
+                    list(r)
+                    for r in q(
+                        "SELECT c.seq, json_extract(j.value, '$[0]') FROM checkpoint c,"
+                        " json_each(c.entries) j ORDER BY 1, 2"
+                    )
                 ],
                 "pointer": [r[0] for r in q("SELECT namespace_id FROM pointer ORDER BY 1")],
                 "history": [
@@ -613,8 +624,8 @@ class CaseMaker:
                 "sealed_entry": [
                     list(r)
                     for r in q(
-                        "SELECT e.checkpoint_seq, e.name FROM entry e"
-                        " JOIN checkpoint c ON c.seq = e.checkpoint_seq"
+                        "SELECT c.seq, json_extract(j.value, '$[0]') FROM checkpoint c,"
+                        " json_each(c.entries) j"
                         " JOIN namespace n ON n.namespace_id = c.namespace_id"
                         " WHERE n.scope_id IS NOT NULL ORDER BY 1, 2"
                     )
@@ -801,38 +812,49 @@ class CaseMaker:
             add(
                 "chunk_count", "UPDATE blob SET chunk_count = chunk_count - 1 WHERE blob_id = ?", cb
             )
+        # Entries are packed into their checkpoint's row (format 3): each case edits one
+        # element of the JSON array, found by name (?2), in the row of seq ?1.
         seq, name = rng.choice(r["entry"])
         add(
             "entry_retarget",
-            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
-            rng.choice(r["blob"]),
+            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[1]', ?3)"
+            " WHERE seq = ?1",
             seq,
             name,
+            rng.choice(r["blob"]),
         )
         add(
             "entry_rename",
-            "UPDATE entry SET name = name || 'x' WHERE checkpoint_seq = ? AND name = ?",
+            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[0]',"
+            " ?2 || 'x') WHERE seq = ?1",
             seq,
             name,
         )
-        add("entry_delete", "DELETE FROM entry WHERE checkpoint_seq = ? AND name = ?", seq, name)
+        add(
+            "entry_delete",
+            f"UPDATE checkpoint SET entries = json_remove(entries, {_ELEMENT}) WHERE seq = ?1",
+            seq,
+            name,
+        )
         add(
             "entry_media_type",
-            "UPDATE entry SET media_type = 'application/x-evil'"
-            " WHERE checkpoint_seq = ? AND name = ?",
+            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[2]',"
+            " 'application/x-evil') WHERE seq = ?1",
             seq,
             name,
         )
         add(
             "entry_name_bad_utf8",
-            "UPDATE entry SET name = CAST(CAST(name AS BLOB) || x'ff' AS TEXT)"
-            " WHERE checkpoint_seq = ? AND name = ?",
+            "UPDATE checkpoint SET entries = CAST(replace(CAST(entries AS BLOB),"
+            " CAST(json_quote(?2) AS BLOB), CAST(json_quote(?2) AS BLOB) || x'ff') AS TEXT)"
+            " WHERE seq = ?1",
             seq,
             name,
         )
         add(
             "entry_insert",
-            "INSERT OR IGNORE INTO entry (checkpoint_seq, name, blob_id) VALUES (?, 'extra', ?)",
+            "UPDATE checkpoint SET entries = json_insert(entries, '$[#]',"
+            " json_array('extra', ?2, NULL, NULL)) WHERE seq = ?1",
             seq,
             rng.choice(r["blob"]),
         )
@@ -1081,18 +1103,20 @@ class CaseMaker:
         add(
             "sealed_entry_to_plain_blob",
             "sealed_entry",
-            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
-            rng.choice(r["plain_blob"]),
+            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[1]', ?3)"
+            " WHERE seq = ?1",
             seq,
             name,
+            rng.choice(r["plain_blob"]),
         )
         add(
             "sealed_entry_to_other_sealed_blob",
             "sealed_entry",
-            "UPDATE entry SET blob_id = ? WHERE checkpoint_seq = ? AND name = ?",
-            rng.choice(r["sealed_blob"]),
+            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[1]', ?3)"
+            " WHERE seq = ?1",
             seq,
             name,
+            rng.choice(r["sealed_blob"]),
         )
         add(
             "namespace_scope_cleared",

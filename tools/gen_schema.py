@@ -49,7 +49,9 @@ ROLES: dict[str, str] = {
     "setting": "canonical",
     "namespace": "canonical",
     "checkpoint": "canonical",
-    "entry": "canonical",
+    "entry": "canonical (format 2: rows not yet moved into checkpoint.entries)",
+    "blob_ref": "derived (GC's reverse index of the packed entries; verify compares them)",
+    "seq_high_water": "canonical",
     "blob": "canonical",
     "blob_chunk": "canonical",
     "chunk": "canonical",
@@ -88,11 +90,26 @@ INVARIANTS: dict[str, list[str]] = {
         " while the parent is stored)",
         "format: always 1 (the manifest encoding's version; canonical.FORMAT_VERSION)",
         "code_revision (v5): recorded beside the manifest, not part of the id",
+        "entries (v7): the entries as a JSON array sorted by name of [name, blob_id,"
+        " media_type, schema_pin] (trailing nulls left out); NULL only for a row stored"
+        " before v7 whose entries are"
+        " still in `entry` (written once: at insert, or by migrate's move of such a row)",
+        "seq (v7): above every stored seq and seq_high_water, so never given twice",
         "owner: ckptdb/store/checkpoints.py",
     ],
     "entry": [
         "immutable; one row per (checkpoint, name); names are safe relative POSIX paths",
+        "v7: only rows of checkpoints whose `entries` is NULL; `migrate up` moves them",
         "owner: ckptdb/store/checkpoints.py",
+    ],
+    "blob_ref": [
+        "one row per (blob, checkpoint) that a packed entry names, no other: GC deletes a"
+        " blob only when no row names it",
+        "owner: ckptdb/store/checkpoints.py (GC's batch deletes a deleted checkpoint's rows)",
+    ],
+    "seq_high_water": [
+        "seq >= the seq of every checkpoint ever deleted; raised only by deletions",
+        "owner: ckptdb/store/checkpoints.py (raised by store/gc_batch.py)",
     ],
     "blob": [
         "digest = sha256 of the raw bytes; inline (chunk_count = 0, inline_data of `size`"

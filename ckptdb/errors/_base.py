@@ -164,6 +164,18 @@ class ConflictError(CkptdbError):
         self.actual = actual
 
 
+class LabelTakenError(ConflictError):
+    """A commit's ``label`` already names another checkpoint of the namespace (a label
+    names one checkpoint, forever), or the commit's content is stored already under
+    another label. Nothing was written."""
+
+    code = "label_taken"
+
+    def __init__(self, message: str, *, label: str, checkpoint_id: str | None, **kw: Any):
+        super().__init__(message, expected=None, actual=checkpoint_id, label=label, **kw)
+        self.label = label
+
+
 class BlobMissingError(CkptdbError):
     """A commit referenced stored content (BlobRef) that is not there (any more): GC may
     have collected it. Nothing was written; commit the bytes instead."""

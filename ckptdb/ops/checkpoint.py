@@ -110,6 +110,12 @@ class Checkpoint:
         return self._row.code_revision
 
     @property
+    def label(self) -> str | None:
+        """Its label (``commit(label=...)``): the caller's own name for it, unique in its
+        namespace, or None. Recorded beside the manifest, not part of the id."""
+        return self._row.label
+
+    @property
     def entries(self) -> Mapping[str, models.EntryInfo]:
         """Entries by name, in name order."""
         return MappingProxyType({e.name: e for e in self._model().entries})
@@ -229,4 +235,5 @@ def checkpoint_info(
             for e in entries
         ],
         code_revision=row.code_revision,
+        label=row.label,
     )

@@ -45,6 +45,7 @@ class CommitPlan:
         "blobs",
         "code_revision",
         "expect_current",
+        "label",
         "metadata_json",
         "names",
         "namespace",
@@ -73,6 +74,7 @@ class CommitPlan:
         on_publish: Hook | None,
         progress: Callable[[int, int], None] | None,
         code_revision: str | None,
+        label: str | None = None,
     ) -> None:
         self.namespace = namespace
         #: entry names, sorted (the order the identity is computed in)
@@ -86,6 +88,8 @@ class CommitPlan:
         self.on_publish = on_publish
         self.progress = progress
         self.code_revision = code_revision
+        #: the caller's name for the checkpoint, unique in the namespace (None: none)
+        self.label = label
         #: the key scope the entries were addressed and sealed for
         self.scope: Scope = PLAINTEXT
         self.records: list[EntryRecord] = []
@@ -348,6 +352,7 @@ def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
             and summary.metadata_json == plan.metadata_json
             and summary.entry_count == len(plan.records)
             and summary.total_size == plan.total_size
+            and (plan.label is None or checkpoints.label_of(conn, ptr.current_seq) == plan.label)
         ):
             same = canonical.checkpoint_id(
                 ns, summary.parent_id, summary.generation, entries_json, plan.metadata_json
@@ -411,6 +416,7 @@ def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
         total_size=plan.total_size,
         entries=rows,
         code_revision=plan.code_revision,
+        label=plan.label,
     )
     if repaired:
         _record_repairs(tx, repaired, ns, checkpoint_id)

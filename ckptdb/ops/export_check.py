@@ -207,6 +207,8 @@ def validate(
             found.add(f"checkpoint {_short(row.id)}: {exc.message}")
         try:
             validation.code_revision(row.code_revision)
+            if row.label is not None:
+                validation.checkpoint_label(row.label)
         except errors.InvalidInputError as exc:
             found.add(f"checkpoint {_short(row.id)}: {exc.message}")
         try:

@@ -166,6 +166,7 @@ def copy_checkpoints(
                 meta,
                 row.total_size,
                 [(e.name, e.blob_id, e.media_type, e.schema_pin) for e in entries[row.seq]],
+                row.label,  # a copy keeps its source's name (unique in the new namespace too)
             )
         )
         copies[cid] = new_id

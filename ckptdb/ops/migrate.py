@@ -11,9 +11,15 @@ from pathlib import Path
 
 from .. import errors, files, limits, models
 from ..connection import Connection
-from ..store import migrations, settings
+from ..store import checkpoints, migrations, settings
 from . import receipts as receipt_op
 from .unit import Clock, Unit, holds
+
+#: The schema version whose data step moves format-2 entries into checkpoint rows.
+PACKED_ENTRIES_VERSION = 7
+#: Checkpoints whose entries one transaction of that move takes: a bounded transaction on a
+#: file of any size (a few MB of WAL), each complete on its own.
+MOVE_BATCH = 2000
 
 
 def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
@@ -36,13 +42,15 @@ def status(tx: Unit, path: str) -> models.MigrationStatus:
         pending = migrations.check_history(conn, core)
         version = migrations.user_version(conn)
         sets = migrations.applied_sets(conn)
+        to_move = checkpoints.count_unpacked(conn) if version >= PACKED_ENTRIES_VERSION else 0
     return models.MigrationStatus(
         path=path,
         file_version=version,
         code_version=core.latest,
-        up_to_date=not pending,
+        up_to_date=not pending and not to_move,
         pending=[info(m, with_sql=False) for m in pending],
         sets=sets,
+        checkpoints_to_move=to_move,
     )
 
 
@@ -112,8 +120,10 @@ def up(
             conn.backup_to(backup_path)
             migrations.verify_backup(conn, backup_path)
     applied: list[migrations.Migration] = []
+    moved = 0
     try:
         applied = apply_pending(conn, core, tx.handle.clock, target=goal)
+        moved = move_entries(conn)
     except errors.CkptdbError as exc:
         done = migrations.user_version(conn)
         restore = (
@@ -124,14 +134,15 @@ def up(
             else ""
         )
         raise errors.MigrationFailedError(
-            f"{exc} The database is at version {done}, complete and consistent.{restore}",
+            f"{exc} The database is at version {done}, complete and consistent; run "
+            f"`ckptdb migrate {path} up` again to finish.{restore}",
             backup=backup_path,
             version=done,
         ) from exc
     tx.handle.pending = migrations.check_history(conn, core)
     end = migrations.user_version(conn)
     receipt_id = None
-    if applied:
+    if applied or moved:
         receipt_id = receipt_op.record(
             tx,
             "migration",
@@ -140,6 +151,7 @@ def up(
                 "to_version": end,
                 "backup": backup_path,
                 "applied": [f"{m.version:04d}_{m.name}" for m in applied],
+                "checkpoints_moved": moved,
             },
         )
     if not tx.handle.pending:
@@ -153,7 +165,29 @@ def up(
         backup_path=backup_path,
         backup_verified=backup_path is not None,
         receipt_id=receipt_id,
+        checkpoints_moved=moved,
     )
+
+
+def move_entries(conn: Connection) -> int:
+    """Schema 7's data step: move the entries of checkpoints stored before it from
+    ``entry`` into their rows, :data:`MOVE_BATCH` checkpoints per transaction, so the WAL
+    and the write lock stay bounded on a file of any size and an interruption (a kill, a
+    full disk) loses at most the batch in flight; the next run resumes (the rows still to
+    move are those whose ``entries`` is NULL). Returns how many moved."""
+    if migrations.user_version(conn) < PACKED_ENTRIES_VERSION:
+        return 0
+    moved = 0
+    after = 0
+    while True:
+        with conn.write_transaction():
+            seqs = checkpoints.unpacked_after(conn, after, MOVE_BATCH)
+            if seqs:
+                checkpoints.pack_entries(conn, seqs)
+        if not seqs:
+            return moved
+        moved += len(seqs)
+        after = seqs[-1]
 
 
 @holds(write=True)

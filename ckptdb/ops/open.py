@@ -162,6 +162,9 @@ def open_handle(
             else:
                 migrate_op.apply_pending(conn, core, clock)
             pending = []
+        if migrate_mode == "auto" and not readonly and not fresh and checkpoints.has_unmoved(conn):
+            # Schema 7's data step, begun by this open or left by an interrupted one.
+            migrate_op.move_entries(conn)
         if not pending and not fresh:
             # Read-only and "check" opens write nothing.
             _finish_interrupted_creation(

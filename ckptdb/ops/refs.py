@@ -40,24 +40,24 @@ def get(tx: Unit, checkpoint_id: str) -> Checkpoint:
 
 
 @reads
+def get_labelled(tx: Unit, namespace: str, label: str) -> Checkpoint | None:
+    """The checkpoint of ``namespace`` with this label (its manifest checked), or None."""
+    row = checkpoints.checkpoint_by_label(tx.conn, namespace, label)
+    return None if row is None else checkpoint(tx, row)
+
+
+@reads
 def get_many(tx: Unit, checkpoint_ids: list[str]) -> dict[str, Checkpoint]:
     """The stored checkpoints among these full ids, by id (the missing ones left out), each
-    manifest checked against its id: one statement for the rows and one for the entries of
-    those this handle has not verified before, whatever their number."""
-    rows = checkpoints.checkpoints_by_ids(tx.conn, checkpoint_ids)
+    manifest checked against its id: one statement for the rows with their entries,
+    whatever their number (and one more for rows stored before format 3, not moved yet)."""
     found: dict[str, Checkpoint] = {}
-    unverified: list[CheckpointRow] = []
-    for row in rows.values():
-        entries = tx.handle.verified_manifest(row)
-        if entries is None:
-            unverified.append(row)
+    for cid, (row, entries) in checkpoints.manifests_by_ids(tx.conn, checkpoint_ids).items():
+        verified = tx.handle.verified_manifest(row)
+        if verified is not None:
+            found[cid] = Checkpoint(tx.handle, row, verified, verified=True)
         else:
-            found[row.id] = Checkpoint(tx.handle, row, entries, verified=True)
-    if unverified:
-        entries_by_seq = checkpoints.entries_of_many(tx.conn, [r.seq for r in unverified])
-        for row in unverified:
-            entries = entries_by_seq[row.seq]
-            found[row.id] = Checkpoint(tx.handle, row, entries)
+            found[cid] = Checkpoint(tx.handle, row, entries)
             tx.handle.remember_manifest(row, entries)
     return {c: found[c] for c in checkpoint_ids if c in found}
 

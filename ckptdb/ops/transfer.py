@@ -207,6 +207,7 @@ class _Copier:
                 for e, b in zip(entries, blob_ids, strict=True)
             ],
             code_revision=row.code_revision,  # who wrote it travels with it (not in the id)
+            label=row.label,  # and the name its writer gave it
         )
         self.counts.checkpoints_copied += 1
 

@@ -333,7 +333,8 @@ def _checkpoints(
             if progress is not None:
                 progress("checkpoints", checked, total)
             try:
-                row = typed(CheckpointRow, (*r[:10], r[18]), CHECKPOINT_TYPES, "checkpoint row")
+                stored = (*r[:10], r[18], r[19])
+                row = typed(CheckpointRow, stored, CHECKPOINT_TYPES, "checkpoint row")
             except errors.CorruptionError as exc:
                 report.add(
                     "manifest_mismatch",
@@ -365,7 +366,26 @@ def _checkpoints(
                     entry=r[10],
                 )
     finish()
+    _blob_refs(conn, report)
     return checked
+
+
+def _blob_refs(conn: Connection, report: _Report) -> None:
+    """The ``blob_ref`` rows must match the packed entries (format 3): GC decides from
+    them alone whether a blob is still used."""
+    for seq, blob_id in checkpoints.blob_refs_missing(conn):
+        report.add(
+            "blob_ref_missing",
+            f"checkpoint seq {seq} uses blob {blob_id} but no blob_ref row says so: a GC "
+            "would delete the blob while the checkpoint needs it. Do not run gc on this "
+            "file; restore it from a backup (or `ckptdb export` what you need first)",
+        )
+    for seq, blob_id in checkpoints.blob_refs_stray(conn):
+        report.add(
+            "blob_ref_stray",
+            f"a blob_ref row says checkpoint seq {seq} uses blob {blob_id}, but none of its "
+            "entries does: the blob is kept until the row goes (no data is at risk)",
+        )
 
 
 def _pointers(conn: Connection, report: _Report) -> int:

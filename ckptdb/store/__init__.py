@@ -37,7 +37,7 @@ CORE_TABLES = frozenset(
     {
         "blob", "blob_chunk", "chunk", "chunk_data", "namespace", "checkpoint", "entry",
         "pointer", "pointer_history", "receipt", "pin", "setting", "retention", "quota",
-        "ckptdb_migration", "key_scope",
+        "ckptdb_migration", "key_scope", "blob_ref", "seq_high_water",
     }
 )  # fmt: skip
 

@@ -1,7 +1,16 @@
-"""The ``namespace``, ``checkpoint`` and ``entry`` tables: immutable manifests and lineage.
+"""The ``namespace``, ``checkpoint``, ``blob_ref``, ``seq_high_water`` and ``entry`` tables:
+immutable manifests and lineage.
 
-This module is the only code that reads or writes them, and holds the one lineage walk
-(parent links, each step to a strictly smaller generation so damaged links cannot loop).
+This module is the only code that reads or writes them (GC's batch deletes rows it lists,
+see :mod:`.gc_batch`), and holds the one lineage walk (parent links, each step to a
+strictly smaller generation so damaged links cannot loop).
+
+Storage format 3 (schema version 7) packs a checkpoint's entries into its own row
+(``checkpoint.entries``, a JSON array of ``[name, blob_id, media_type, schema_pin]``, each
+without its trailing nulls, sorted
+by name) and records each entry's blob in ``blob_ref`` for GC. Rows stored before version 7
+keep ``entries`` NULL and their entries in ``entry`` until :func:`pack_entries` moves them;
+every read here takes both.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ _N = type(None)
 _CHECKPOINT_COLUMNS = (
     "c.seq, c.id, (SELECT name FROM namespace WHERE namespace_id = c.namespace_id),"
     " c.namespace_id, c.parent_id, c.generation, c.created_at_ms, c.metadata, c.entry_count,"
-    " c.total_size, c.code_revision"
+    " c.total_size, c.code_revision, c.label"
 )
 
 
@@ -61,6 +70,21 @@ def checkpoint_by_id(
     return found
 
 
+def checkpoint_by_label(conn: Connection, namespace: str, label: str) -> CheckpointRow | None:
+    """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index)."""
+    row = conn.one(
+        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = ?) AND c.label = ?",
+        (namespace, label),
+    )
+    if row is None:
+        return None
+    found = _checkpoint(row)
+    if found.namespace != namespace:
+        check_namespace(namespace, found.namespace, found.id)
+    return found
+
+
 def existing_ids(conn: Connection, checkpoint_ids: list[str]) -> set[str]:
     """Which of these full checkpoint ids are stored (one indexed statement per 500)."""
     found: set[str] = set()
@@ -84,24 +108,51 @@ def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> l
     return [str(r[0]) for r in rows]
 
 
+def _entry_source(listed: bool) -> str:
+    """A query of every entry -- of the checkpoints ``:seqs`` (a JSON array of seqs) when
+    ``listed`` -- as (checkpoint_seq, name, blob_id, media_type, schema_pin): packed ones
+    from their row, the others from ``entry``. A packed array that is not valid JSON yields
+    one entry of nulls (never an SQL error), which the type check then reports as damage."""
+    seqs = "(SELECT value FROM json_each(:seqs))"
+    return (
+        "SELECT c.seq AS checkpoint_seq, json_extract(j.value, '$[0]') AS name,"
+        " json_extract(j.value, '$[1]') AS blob_id, json_extract(j.value, '$[2]') AS media_type,"
+        " json_extract(j.value, '$[3]') AS schema_pin FROM checkpoint c, json_each("
+        "CASE WHEN json_valid(c.entries) THEN c.entries ELSE '[null]' END) j"
+        f" WHERE c.entries IS NOT NULL{f' AND c.seq IN {seqs}' if listed else ''}"
+        " UNION ALL SELECT checkpoint_seq, name, blob_id, media_type, schema_pin FROM entry"
+        f"{f' WHERE checkpoint_seq IN {seqs}' if listed else ''}"
+    )
+
+
+_LISTED_ENTRIES = _entry_source(listed=True)
+_EVERY_ENTRY = _entry_source(listed=False)
+
+
+def _entries_with_blobs(conn: Connection, seqs: list[int]) -> list[Any]:
+    """(checkpoint_seq, name, blob_id, digest, size, media_type, schema_pin, chunk_count,
+    scope_id) of every entry of ``seqs``, by seq then name, in one statement."""
+    return conn.execute(
+        "SELECT e.checkpoint_seq, e.name, e.blob_id, b.digest, b.size, e.media_type,"
+        f" e.schema_pin, b.chunk_count, b.scope_id FROM ({_LISTED_ENTRIES}) e"
+        " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY e.checkpoint_seq, e.name",
+        {"seqs": json.dumps(seqs)},
+    )
+
+
+def _entry_row(r: Any) -> EntryRow:
+    if r[3] is None:
+        raise errors.CorruptionError(
+            f"entry {r[1]!r} names a blob that does not exist",
+            entry=str(r[1]),
+            reason="blob_missing",
+        )
+    return typed(EntryRow, r[1:], ENTRY_TYPES, "entry row")
+
+
 def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
     """Entries of a checkpoint, sorted by name."""
-    rows = conn.execute(
-        "SELECT e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
-        " b.scope_id FROM entry e LEFT JOIN blob b ON b.blob_id = e.blob_id"
-        " WHERE e.checkpoint_seq = ? ORDER BY e.name",
-        (checkpoint_seq,),
-    )
-    out = []
-    for r in rows:
-        if r[2] is None:
-            raise errors.CorruptionError(
-                f"entry {r[0]!r} names a blob that does not exist",
-                entry=str(r[0]),
-                reason="blob_missing",
-            )
-        out.append(typed(EntryRow, r, ENTRY_TYPES, "entry row"))
-    return out
+    return [_entry_row(r) for r in _entries_with_blobs(conn, [checkpoint_seq])]
 
 
 def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str, CheckpointRow]:
@@ -119,28 +170,55 @@ def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str,
     return found
 
 
+def manifests_by_ids(
+    conn: Connection, checkpoint_ids: list[str]
+) -> dict[str, tuple[CheckpointRow, list[EntryRow]]]:
+    """The stored checkpoints among ``checkpoint_ids`` with their entries (sorted by name),
+    by id: one statement per 500 ids for rows and packed entries together (format 3), plus
+    one for the entries of rows stored before it that are not moved yet. A row the id
+    index led to under another id (damage) is left out, as :func:`checkpoints_by_ids`
+    does; a damaged entry raises CorruptionError, as :func:`entries_of` does."""
+    found: dict[str, tuple[CheckpointRow, list[EntryRow]]] = {}
+    unmoved: dict[int, str] = {}
+    width = len(CHECKPOINT_TYPES)
+    for start in range(0, len(checkpoint_ids), 500):
+        part = checkpoint_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        # Row columns, then whether its entries are still in ``entry``, then one packed
+        # entry (none: j.key is NULL) as _entry_row reads it: key, name, blob_id, digest,
+        # size, media_type, schema_pin, chunk_count, scope_id.
+        for r in conn.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS}, c.entries IS NULL, j.key,"
+            " json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), b.digest, b.size,"
+            " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), b.chunk_count,"
+            " b.scope_id FROM checkpoint c LEFT JOIN json_each(CASE WHEN json_valid(c.entries)"
+            " THEN c.entries ELSE '[null]' END) j"
+            " LEFT JOIN blob b ON b.blob_id = json_extract(j.value, '$[1]')"
+            f" WHERE c.id IN ({marks}) ORDER BY c.seq, {width + 3}",
+            part,
+        ):
+            cid = r[1]
+            if cid not in found:
+                row = _checkpoint(r[:width])
+                found[cid] = (row, [])
+                if r[width]:
+                    unmoved[row.seq] = cid
+            if r[width + 1] is not None:
+                found[cid][1].append(_entry_row(r[width + 1 :]))
+    if unmoved:
+        for seq, entries in entries_of_many(conn, list(unmoved)).items():
+            found[unmoved[seq]][1].extend(entries)
+    return found
+
+
 def entries_of_many(conn: Connection, checkpoint_seqs: list[int]) -> dict[int, list[EntryRow]]:
     """Entries of many checkpoints (seq -> entries sorted by name) in one statement per 500
     checkpoints; a checkpoint without entries maps to an empty list."""
     out: dict[int, list[EntryRow]] = {seq: [] for seq in checkpoint_seqs}
     for start in range(0, len(checkpoint_seqs), 500):
-        part = checkpoint_seqs[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for r in conn.execute(
-            "SELECT e.checkpoint_seq, e.name, e.blob_id, b.digest, b.size, e.media_type,"
-            " e.schema_pin, b.chunk_count, b.scope_id FROM entry e"
-            " LEFT JOIN blob b ON b.blob_id = e.blob_id"
-            f" WHERE e.checkpoint_seq IN ({marks}) ORDER BY e.checkpoint_seq, e.name",
-            part,
-        ):
-            if r[3] is None:
-                raise errors.CorruptionError(
-                    f"entry {r[1]!r} names a blob that does not exist",
-                    entry=str(r[1]),
-                    reason="blob_missing",
-                )
+        for r in _entries_with_blobs(conn, checkpoint_seqs[start : start + 500]):
             check_types(r[:1], (int,), "entry row")
-            out[r[0]].append(typed(EntryRow, r[1:], ENTRY_TYPES, "entry row"))
+            out[r[0]].append(_entry_row(r))
     return out
 
 
@@ -330,16 +408,20 @@ def insert(
     total_size: int,
     entries: list[tuple[str, int, str | None, str | None]],
     code_revision: str | None,
+    label: str | None = None,
 ) -> tuple[int, bool]:
     """Insert a manifest and its entries ((name, blob_id, media_type, schema_pin), in name
     order) unless a checkpoint with this id exists. Returns (seq, inserted).
 
     ``code_revision`` is recorded beside the manifest; when the checkpoint exists already
-    its stored revision (that of its first writer) is kept."""
+    its stored revision (that of its first writer) is kept. ``label`` must name no other
+    checkpoint of the namespace, and an existing checkpoint must carry the same label
+    (LabelTakenError otherwise; nothing is written)."""
+    if label is not None:
+        _check_labels_free(conn, namespace_id, {label: checkpoint_id})
     new = conn.execute(
-        "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
-        " created_at_ms, metadata, entry_count, total_size, format, code_revision)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+        f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
+        " ON CONFLICT (id) DO NOTHING RETURNING seq",
         (
             checkpoint_id,
             namespace_id,
@@ -351,6 +433,8 @@ def insert(
             total_size,
             canonical.FORMAT_VERSION,  # the manifest encoding the id was computed with
             code_revision,
+            pack(entries),
+            label,
         ),
     )
     if not new:
@@ -363,15 +447,78 @@ def insert(
                 checkpoint_id=checkpoint_id,
                 reason="index_damaged",
             )
+        if label is not None and label_of(conn, existing.seq) != label:
+            raise errors.LabelTakenError(
+                f"checkpoint {checkpoint_id[:12]} (the same content on the same parent) is "
+                f"stored already under another label than {label!r}; a checkpoint keeps the "
+                "label it was first committed with. Nothing was written.",
+                label=label,
+                checkpoint_id=checkpoint_id,
+            )
         return existing.seq, False
-    # last_insert_rowid() is the checkpoint's seq throughout: ``entry`` is a WITHOUT ROWID
-    # table, whose inserts do not change it (so the rows need no seq spliced in).
-    conn.executemany(
-        "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
-        " VALUES (last_insert_rowid(), ?, ?, ?, ?)",
-        entries,
+    seq = int(new[0][0])
+    _reference_blobs(conn, [(blob_id, seq) for _, blob_id, _, _ in entries])
+    return seq, True
+
+
+#: The columns a new checkpoint row is written with, and their values: ``seq`` above every
+#: stored one and every deleted one (``seq_high_water``), so a seq is never given twice.
+_INSERT_COLUMNS = (
+    "seq, id, namespace_id, parent_id, generation, created_at_ms, metadata, entry_count,"
+    " total_size, format, code_revision, entries, label"
+)
+_INSERT_VALUES = (
+    "max(coalesce((SELECT max(seq) FROM checkpoint), 0),"
+    " coalesce((SELECT seq FROM seq_high_water WHERE name = 'checkpoint'), 0)) + 1,"
+    " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+)
+
+
+def _check_labels_free(conn: Connection, namespace_id: int, wanted: dict[str, str]) -> None:
+    """Raise LabelTakenError when a label of ``wanted`` (label -> the id about to take it)
+    already names another checkpoint of the namespace."""
+    labels = list(wanted)
+    for start in range(0, len(labels), 500):
+        part = labels[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for label, holder in conn.execute(
+            f"SELECT label, id FROM checkpoint WHERE namespace_id = ? AND label IN ({marks})",
+            (namespace_id, *part),
+        ):
+            if holder != wanted[label]:
+                raise errors.LabelTakenError(
+                    f"label {label!r} already names checkpoint {str(holder)[:12]} of the "
+                    "namespace; a label names one checkpoint. Nothing was written.",
+                    label=str(label),
+                    checkpoint_id=str(holder),
+                )
+
+
+def label_of(conn: Connection, seq: int) -> str | None:
+    """The label of a stored checkpoint row (None: it has none)."""
+    value = conn.scalar("SELECT label FROM checkpoint WHERE seq = ?", (seq,))
+    return value if isinstance(value, str) else None
+
+
+def pack(entries: list[tuple[str, int, str | None, str | None]]) -> str:
+    """The ``checkpoint.entries`` text of these (name, blob_id, media_type, schema_pin)
+    entries, given in name order: a JSON array of arrays without spaces, each without its
+    trailing nulls (most entries have neither media type nor schema pin; a reader's
+    ``json_extract`` of a missing element is NULL all the same)."""
+    return json.dumps(
+        [
+            (name, blob_id) if media is None and pin is None else (name, blob_id, media, pin)
+            for name, blob_id, media, pin in entries
+        ],
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
-    return int(new[0][0]), True
+
+
+def _reference_blobs(conn: Connection, refs: list[tuple[int, int]]) -> None:
+    """Record that these (blob_id, checkpoint_seq) pairs are in use (an entry of a new
+    checkpoint; two entries with the same blob share one row)."""
+    conn.executemany("INSERT OR IGNORE INTO blob_ref (blob_id, checkpoint_seq) VALUES (?, ?)", refs)
 
 
 class NewCheckpoint(NamedTuple):
@@ -383,6 +530,7 @@ class NewCheckpoint(NamedTuple):
     metadata_json: str
     total_size: int
     entries: list[tuple[str, int, str | None, str | None]]
+    label: str | None = None
 
 
 def insert_many(
@@ -399,10 +547,10 @@ def insert_many(
     ids = [m.checkpoint_id for m in unique]
     before = existing_ids(conn, ids)
     new = [m for m in unique if m.checkpoint_id not in before]
+    _check_labels_free(conn, namespace_id, {m.label: m.checkpoint_id for m in new if m.label})
     conn.executemany(
-        "INSERT OR IGNORE INTO checkpoint (id, namespace_id, parent_id, generation,"
-        " created_at_ms, metadata, entry_count, total_size, format, code_revision)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
+        " ON CONFLICT (id) DO NOTHING",
         [
             (
                 m.checkpoint_id,
@@ -415,6 +563,8 @@ def insert_many(
                 m.total_size,
                 canonical.FORMAT_VERSION,
                 code_revision,
+                pack(m.entries),
+                m.label,
             )
             for m in new
         ],
@@ -428,11 +578,7 @@ def insert_many(
                 checkpoint_id=cid,
                 reason="index_damaged",
             )
-    conn.executemany(
-        "INSERT INTO entry (checkpoint_seq, name, blob_id, media_type, schema_pin)"
-        " VALUES (?, ?, ?, ?, ?)",
-        [(seqs[m.checkpoint_id], *e) for m in new for e in m.entries],
-    )
+    _reference_blobs(conn, [(e[1], seqs[m.checkpoint_id]) for m in new for e in m.entries])
     return seqs, len(new)
 
 
@@ -559,15 +705,91 @@ def generations(conn: Connection) -> dict[Any, Any]:
 def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
     """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
     none once), ordered by checkpoint then entry name, values as stored (for verify):
-    the 10 checkpoint columns, the 8 entry columns, then ``code_revision``."""
+    the 10 checkpoint columns, the 8 entry columns, then ``code_revision`` and ``label``."""
     return conn.iterate(
         "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
         " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
         " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
-        " b.scope_id, c.code_revision"
+        " b.scope_id, c.code_revision, c.label"
         " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
-        " LEFT JOIN entry e ON e.checkpoint_seq = c.seq"
+        f" LEFT JOIN ({_EVERY_ENTRY}) e ON e.checkpoint_seq = c.seq"
         " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
+    )
+
+
+def blob_refs_missing(conn: Connection) -> list[tuple[Any, Any]]:
+    """(checkpoint_seq, blob_id) of every packed entry without its ``blob_ref`` row (GC
+    would not see that the entry uses the blob)."""
+    return conn.execute(
+        "SELECT c.seq, json_extract(j.value, '$[1]') FROM checkpoint c, json_each(c.entries) j"
+        " WHERE c.entries IS NOT NULL AND json_valid(c.entries) AND NOT EXISTS (SELECT 1"
+        " FROM blob_ref r WHERE r.blob_id = json_extract(j.value, '$[1]')"
+        " AND r.checkpoint_seq = c.seq) ORDER BY 1"
+    )
+
+
+def blob_refs_stray(conn: Connection) -> list[tuple[Any, Any]]:
+    """(checkpoint_seq, blob_id) of every ``blob_ref`` row no packed entry accounts for
+    (it only keeps a blob from being collected)."""
+    return conn.execute(
+        "SELECT r.checkpoint_seq, r.blob_id FROM blob_ref r WHERE NOT EXISTS (SELECT 1"
+        " FROM checkpoint c, json_each(CASE WHEN json_valid(c.entries) THEN c.entries"
+        " ELSE '[]' END) j WHERE c.seq = r.checkpoint_seq"
+        " AND json_extract(j.value, '$[1]') = r.blob_id) ORDER BY 1"
+    )
+
+
+# -- moving format-2 rows (schema version 7's data step) ------------------------------
+
+
+def unpacked_after(conn: Connection, after_seq: int, limit: int) -> list[int]:
+    """Up to ``limit`` seqs above ``after_seq`` whose entries are still in ``entry`` (a
+    range over the rowid: a batch costs what it moves, not the size of the table)."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT seq FROM checkpoint WHERE seq > ? AND entries IS NULL ORDER BY seq LIMIT ?",
+            (after_seq, limit),
+        )
+    ]
+
+
+def has_unmoved(conn: Connection) -> bool:
+    """Whether any entry is still stored in the format-2 ``entry`` table (one probe)."""
+    return conn.one("SELECT 1 FROM entry LIMIT 1") is not None
+
+
+def count_unpacked(conn: Connection) -> int:
+    """How many checkpoints still keep their entries in ``entry`` (one scan)."""
+    return int(conn.scalar("SELECT count(*) FROM checkpoint WHERE entries IS NULL") or 0)
+
+
+def pack_entries(conn: Connection, seqs: list[int]) -> None:
+    """Move the entries of these checkpoints from ``entry`` into their rows and
+    ``blob_ref``, inside the caller's transaction (each call is complete on its own: a
+    row is either moved with its references or untouched). Rows are moved as stored:
+    damage is carried over for ``verify`` to report, and a reference to a blob that does
+    not exist gets no ``blob_ref`` row (its foreign key)."""
+    listed = json.dumps(seqs)
+    conn.execute(
+        "UPDATE checkpoint SET entries = (SELECT json_group_array(CASE WHEN"
+        " e.media_type IS NULL AND e.schema_pin IS NULL THEN json_array(e.name, e.blob_id)"
+        " ELSE json_array(e.name, e.blob_id, e.media_type, e.schema_pin) END"
+        " ORDER BY e.name) FROM entry e"
+        " WHERE e.checkpoint_seq = checkpoint.seq)"
+        " WHERE seq IN (SELECT value FROM json_each(?1)) AND entries IS NULL",
+        (listed,),
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO blob_ref (blob_id, checkpoint_seq)"
+        " SELECT e.blob_id, e.checkpoint_seq FROM entry e"
+        " WHERE e.checkpoint_seq IN (SELECT value FROM json_each(?1))"
+        " AND EXISTS (SELECT 1 FROM blob b WHERE b.blob_id = e.blob_id)",
+        (listed,),
+    )
+    conn.execute(
+        "DELETE FROM entry WHERE checkpoint_seq IN (SELECT value FROM json_each(?1))",
+        (listed,),
     )
 
 

@@ -36,6 +36,14 @@ _CREATE = (
 _EMPTY = tuple(f"DELETE FROM temp.{table}" for table in _TABLES)
 _DROP = tuple(f"DROP TABLE IF EXISTS temp.{table}" for table in _TABLES)
 _CHECKPOINTS = "(SELECT seq FROM temp.gc_checkpoint)"
+#: (blob_id, checkpoint_seq) of every packed entry of the listed checkpoints (format 3); a
+#: packed array that is not valid JSON contributes nothing (its blobs stay: a leak that
+#: verify reports, never a blob freed while in use).
+_PACKED_REFS = (
+    "(SELECT json_extract(j.value, '$[1]') AS blob_id, c.seq AS checkpoint_seq"
+    " FROM checkpoint c, json_each(c.entries) j"
+    f" WHERE c.seq IN {_CHECKPOINTS} AND c.entries IS NOT NULL AND json_valid(c.entries))"
+)
 _BLOBS = "(SELECT blob_id FROM temp.gc_blob)"
 #: A chunk ``c`` that no blob references once the listed blobs are deleted (a chunk only
 #: they use, or one no blob uses now).
@@ -120,12 +128,22 @@ class GcBatch:
                 namespace=namespace,
                 seq=seq,
             )
-        # Entries first, in one statement in key order: left to ON DELETE CASCADE, SQLite
-        # runs a sub-program per checkpoint row, which measured ~1.4x slower for a GC batch.
-        # The cascade stays as the schema's safety net (it then finds nothing to delete).
+        # Blob references and format-2 entries first, each in one statement in key order
+        # (left to ON DELETE CASCADE, SQLite runs a sub-program per checkpoint row, which
+        # measured ~1.4x slower for a GC batch; the cascade on ``entry`` stays as the
+        # schema's safety net, then finding nothing to delete).
+        self._conn.execute(
+            f"DELETE FROM blob_ref WHERE (blob_id, checkpoint_seq) IN {_PACKED_REFS}"
+        )
         self._conn.execute(f"DELETE FROM entry WHERE checkpoint_seq IN {_CHECKPOINTS}")
         rows = self._conn.execute(
             f"DELETE FROM checkpoint WHERE seq IN {_CHECKPOINTS} RETURNING id"
+        )
+        # No later checkpoint may take a deleted one's seq (see seq_high_water).
+        self._conn.execute(
+            "INSERT INTO seq_high_water (name, seq) SELECT 'checkpoint', coalesce(max(seq), 0)"
+            " FROM temp.gc_checkpoint WHERE true"
+            " ON CONFLICT (name) DO UPDATE SET seq = max(seq, excluded.seq)"
         )
         return [str(r[0]) for r in rows]
 
@@ -148,16 +166,20 @@ class GcBatch:
         """List the distinct blobs the entries of the listed checkpoints use (before those
         entries are deleted)."""
         self._conn.execute(
-            "INSERT OR IGNORE INTO temp.gc_blob (blob_id) SELECT DISTINCT blob_id FROM entry"
+            "INSERT OR IGNORE INTO temp.gc_blob (blob_id) SELECT blob_id FROM entry"
             f" WHERE checkpoint_seq IN {_CHECKPOINTS}"
+            f" UNION SELECT blob_id FROM {_PACKED_REFS} WHERE typeof(blob_id) = 'integer'"
         )
 
     def unlist_blobs_in_use(self, *, ignore_listed: bool = False) -> None:
-        """Take off the list the blobs an entry still uses; ``ignore_listed``: not counting
-        the entries of the listed checkpoints (an estimate, which deletes none of them)."""
+        """Take off the list the blobs an entry still uses (a ``blob_ref`` row, or a
+        format-2 ``entry`` row); ``ignore_listed``: not counting the entries of the listed
+        checkpoints (an estimate, which deletes none of them)."""
         others = f" AND e.checkpoint_seq NOT IN {_CHECKPOINTS}" if ignore_listed else ""
         self._conn.execute(
-            "DELETE FROM temp.gc_blob WHERE EXISTS (SELECT 1 FROM entry e"
+            "DELETE FROM temp.gc_blob WHERE EXISTS (SELECT 1 FROM blob_ref e"
+            f" WHERE e.blob_id = temp.gc_blob.blob_id{others})"
+            " OR EXISTS (SELECT 1 FROM entry e"
             f" WHERE e.blob_id = temp.gc_blob.blob_id{others})"
         )
 

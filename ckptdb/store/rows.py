@@ -18,6 +18,7 @@ _N = type(None)
 CHECKPOINT_TYPES: tuple[Any, ...] = (
     *(int, str, str, int, (str, _N), int, int, str, int, int),
     (str, _N),  # code_revision (schema v5)
+    (str, _N),  # label (schema v7)
 )
 ENTRY_TYPES: tuple[Any, ...] = (str, int, str, int, (str, _N), (str, _N), int, (int, _N))
 POINTER_TYPES: tuple[Any, ...] = (int, str, int, str, (str, _N), int, str, (str, _N), int)
@@ -63,6 +64,8 @@ class CheckpointRow:
     #: the code revision of the program that wrote it (``open(code_revision=...)``); not
     #: part of the manifest or the id, so not covered by its digest
     code_revision: str | None
+    #: the caller's own name for it, unique in its namespace (schema v7; not in the id)
+    label: str | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...models import MigrationInfo, MigrationResult, MigrationStatus
-from ..output import block, echo, print_json, table, when
+from ..output import block, count, echo, print_json, table, when
 
 
 def status(st: MigrationStatus, as_json: bool) -> None:
@@ -18,6 +18,11 @@ def status(st: MigrationStatus, as_json: bool) -> None:
     )
     for m in st.pending:
         echo(f"  pending {m.version:04d}_{m.name}  {m.checksum[:12]}")
+    if st.checkpoints_to_move:
+        echo(
+            f"  {count(st.checkpoints_to_move, 'checkpoint')} still in the format-2 layout "
+            f"(readable as they are); `ckptdb migrate {st.path} up` moves them"
+        )
     for name, version in st.sets.items():
         if name != "core":
             echo(f"  migration set {name}: version {version}")
@@ -40,13 +45,15 @@ def applied(result: MigrationResult, as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    if not result.applied:
+    if not result.applied and not result.checkpoints_moved:
         echo(f"nothing to do: {result.path} is at version {result.to_version}")
         return
     if result.backup_path:
         echo(f"backup (verified): {result.backup_path}")
     for m in result.applied:
         echo(f"applied {m.version:04d}_{m.name}")
+    if result.checkpoints_moved:
+        echo(f"moved the entries of {count(result.checkpoints_moved, 'checkpoint')} into format 3")
     echo(f"{result.path}: version {result.from_version} -> {result.to_version}")
 
 
