@@ -260,3 +260,18 @@ def test_a_copy_keeps_labels_and_an_export_carries_them(tmp_path: Path) -> None:
     with ckptdb.open(out) as db:
         exported = db.get_labelled("ns", "one")
         assert exported is not None and exported.read("a") == b"1"
+
+
+def test_show_prints_the_label(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ckptdb.cli import main
+
+    path = tmp_path / "a.ckpt"
+    with ckptdb.open(path, create=True) as db:
+        db.commit("ns", {"a": "1"}, label="run-7/step-3")
+    out = CliRunner().invoke(main, ["show", str(path), "ns"])
+    assert out.exit_code == 0, out.output
+    assert "label       run-7/step-3" in out.output
+    shown = CliRunner().invoke(main, ["show", str(path), "ns", "--json"])
+    assert json.loads(shown.output)["label"] == "run-7/step-3"

@@ -62,6 +62,8 @@ def manifest(info: CheckpointInfo, as_json: bool) -> None:
     echo(f"generation  {info.generation}")
     echo(f"created     {when(info.created_at)}")
     echo(f"revision    {info.code_revision or '-'}")
+    if info.label is not None:
+        echo(f"label       {info.label}")
     echo(f"metadata    {json.dumps(info.metadata, ensure_ascii=False, sort_keys=True)}")
     echo("")
     table(
