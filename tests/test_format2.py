@@ -34,7 +34,7 @@ def _setting(path: Path, key: str) -> object:
 
 def test_a_new_file_records_its_format_and_uses_content_defined_chunks(db_path: Path) -> None:
     ckptdb.open(db_path).close()
-    assert _setting(db_path, "storage_format") == "2"
+    assert _setting(db_path, "storage_format") == "3"  # format 3 (schema 7) keeps format 2's chunks
     assert set(json.loads(str(_setting(db_path, "features")))) == {"cdc", "zstd"}
     assert json.loads(str(_setting(db_path, "chunking")))["algorithm"] == "fastcdc2020-gear0"
 
