@@ -137,14 +137,22 @@ def test_the_error_stays_reported_on_the_same_stream(db_path: Path) -> None:
                     fh.read(1)
 
 
-@pytest.mark.parametrize("how", ["open", "iter", "read"])
+@pytest.mark.parametrize(
+    ("sealed", "how"),
+    [(False, "verify"), (True, "open"), (True, "iter"), (True, "read"), (True, "verify")],
+)
 def test_a_forged_chunk_list_fails_the_whole_digest_before_the_last_piece(
-    db_path: Path, how: str
+    db_path: Path, how: str, sealed: bool
 ) -> None:
     """Every chunk intact and the chunk list consistent with its own digest, but in another
-    order: only the whole-blob digest can tell, and the last chunk is never handed out."""
+    order: only the whole-blob digest can tell. The explicit full check (``Checkpoint.verify``)
+    and every read in a key scope -- where a list digest anyone can recompute must not stand
+    in for addresses only the key makes -- hash the whole and never hand out the last chunk.
+    (A plaintext read hashes each byte once and leaves such a forgery, which needs the
+    manifest forged too to matter, to ``verify``: tests/test_onepass.py.)"""
     data = os.urandom(SIZE)
-    digest = _commit_big(db_path, data)
+    keys = {"keys": {"k": KEY}} if sealed else {}
+    digest = _commit_big(db_path, data, **keys)
     chunks = _chunks(db_path, digest)
     (blob_id,) = raw_sql(db_path, "SELECT blob_id FROM blob WHERE digest = ?", (digest,))[0]
     a, b = 1, len(chunks) // 2
@@ -162,12 +170,15 @@ def test_a_forged_chunk_list_fails_the_whole_digest_before_the_last_piece(
         "UPDATE blob SET chunk_list_digest = ? WHERE blob_id = ?",
         (canonical.chunk_list_digest(forged), blob_id),
     )
-    with ckptdb.open(db_path) as db:
-        cp = db.current("ns")
+    with ckptdb.open(db_path, **keys) as db:  # type: ignore[arg-type]
+        cp = db.current("tenant/ns" if sealed else "ns")
         assert cp is not None
         got = bytearray()
         with pytest.raises(errors.CorruptionError) as caught:
-            _read(cp, how, got)
+            if how == "verify":
+                cp.verify()
+            else:
+                _read(cp, how, got)
         assert caught.value.details["reason"] == "blob_digest_mismatch"
         assert len(got) <= SIZE - chunks[-1][3]  # the last chunk never came out
         if how == "iter":

@@ -1,8 +1,11 @@
 """The pipelined, verifying stream over a chunked blob: :class:`ChunkedBlobReader`.
 
-Reads verify everything they hand out, after decoding: the chunk list against
-``chunk_list_digest`` before the first byte, every chunk against its own digest before its
-bytes are returned, and the whole blob against its digest before the last piece.
+Reads verify everything they hand out, after decoding, hashing each byte once: before the
+first byte, the blob row against what the manifest says (digest, size, key scope) and the
+chunk list against the row's ``chunk_list_digest``; then every chunk against its own
+digest before its bytes are returned. A full check (``full=True``: ``Checkpoint.verify``,
+a fallback walk) and every read in a key scope also hash the whole blob against its digest
+before the last piece (see :class:`ChunkedBlobReader` for why plaintext reads need not).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from .encoding import decoded
 if TYPE_CHECKING:
     from .blob_reads import BlobReads
 
-#: A chunked blob below this size is read whole in one query (each chunk still verified
-#: before the whole is); larger ones go through the pipelined :class:`ChunkedBlobReader`.
+#: A chunked blob below this size is read whole in one query (each chunk verified before
+#: the bytes are returned); larger ones go through the pipelined :class:`ChunkedBlobReader`.
 READ_AT_ONCE = 8 * 1024 * 1024
 #: A streaming read fetches chunks in windows of at most this many stored bytes (and at
 #: most this many chunks), each window in one short read transaction.
@@ -34,8 +37,27 @@ _WINDOW_ROWS = 64
 PARALLEL_READ_MIN = READ_AT_ONCE
 #: ... fetching at most this many bytes (stored or decoded) ahead of the caller ...
 READ_AHEAD_BYTES = 12 * 1024 * 1024
-#: ... and letting the whole-blob hash fall at most this many bytes behind it.
+#: ... and letting the whole-blob hash (when there is one) fall at most this many bytes
+#: behind it.
 _WHOLE_BEHIND_BYTES = 8 * 1024 * 1024
+
+
+def corruption(
+    where: dict[str, Any], digest: str, what: str, reason: str
+) -> errors.CorruptionError:
+    """The error for damage found in a chunked blob before any more of it was returned."""
+    return errors.CorruptionError(
+        f"entry {where.get('entry')!r} (blob {digest[:12]}): {what}; nothing more was returned",
+        reason=reason,
+        **where,
+    )
+
+
+def gone(where: dict[str, Any], digest: str) -> errors.CheckpointNotFoundError:
+    """The error for a blob whose row is no longer stored (its checkpoint was collected)."""
+    return errors.CheckpointNotFoundError(
+        f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
+    )
 
 
 #: One fetched chunk, values as stored: (digest, size, codec, stored bytes or None).
@@ -48,27 +70,37 @@ _Window: TypeAlias = tuple["Future[list[bytes]] | None", int, list[_Fetched], in
 class ChunkedBlobReader(io.RawIOBase):
     """A read-only binary stream over a chunked blob that verifies before it hands out.
 
-    Before the first byte, one pass over the chunk list checks it against its digest and
-    the sizes against the blob's, keeping the verified digests compactly. Bytes are then
-    fetched in windows of chunks (one short read transaction each, at most
-    :data:`READ_WINDOW_BYTES` of stored bytes, each chunk copied once out of SQLite's pages
-    by incremental blob I/O), each chunk decoded and checked against its digest before any
-    of its bytes are handed out, and the last one only once the whole blob matches. So
-    memory is bounded by the read-ahead, and a long-lived stream never blocks writers or
-    checkpoints.
+    Before the first byte, the blob row must name what the manifest names (digest, size,
+    key scope ``scope_id``), and one pass over the chunk list checks it against the row's
+    ``chunk_list_digest`` and the sizes against the blob's, keeping the verified digests
+    compactly. Bytes are then fetched in windows of chunks (one short read transaction
+    each, at most :data:`READ_WINDOW_BYTES` of stored bytes, each chunk copied once out of
+    SQLite's pages by incremental blob I/O), each chunk decoded and checked against its
+    digest before any of its bytes are handed out. So memory is bounded by the
+    read-ahead, and a long-lived stream never blocks writers or checkpoints.
 
-    A blob of at least :data:`PARALLEL_READ_MIN` bytes is read as a pipeline over three
-    threads (hashlib, zstd, OpenSSL and SQLite's blob reads all release the GIL): the
-    caller's thread fetches windows up to :data:`READ_AHEAD_BYTES` ahead and hands out
-    verified chunks; one helper decodes and verifies each fetched window, in order; another
-    feeds the whole-blob hash with the verified windows, in order, at most
-    :data:`_WHOLE_BEHIND_BYTES` behind. (Work goes to the helpers a window at a time, so
-    futures and thread wake-ups are paid per window, not per chunk.) Helpers
-    never touch the connection: every statement runs on the caller's thread, inside
-    ``snapshot`` -- a read snapshot the caller's layer opens for each fetch (for a stream
-    read piece by piece: the handle's lock and a read transaction, ``ops/read``) -- or,
-    ``snapshot`` None, inside the caller's own open read transaction. :meth:`close` stops
-    both helpers.
+    One hash pass per byte: the chain manifest -> blob digest (same row as) chunk list
+    digest -> chunk digests -> chunk bytes catches every single damage before a damaged
+    byte comes out (a chunk's bytes by its digest; a chunk row's digest, a ``blob_chunk``
+    row and ``chunk_list_digest`` by the list digest; the blob row's digest by the
+    manifest). What it does not catch is a *forged* list -- chunks reordered and the list
+    digest recomputed -- which in plaintext only someone who could forge the manifest as
+    well can write. So the whole blob is hashed against its digest too (before the last
+    chunk is handed out) when ``full`` asks for the explicit full check, and always in a
+    key scope, where a list digest anyone can recompute must not stand in for an address
+    only the key holder can make.
+
+    A blob of at least :data:`PARALLEL_READ_MIN` bytes is read as a pipeline (hashlib,
+    zstd, OpenSSL and SQLite's blob reads all release the GIL): the caller's thread fetches
+    windows up to :data:`READ_AHEAD_BYTES` ahead and hands out verified chunks; a helper
+    decodes and verifies each fetched window, in order; with the whole-blob hash, another
+    feeds it the verified windows, in order, at most :data:`_WHOLE_BEHIND_BYTES` behind.
+    (Work goes to the helpers a window at a time, so futures and thread wake-ups are paid
+    per window, not per chunk.) Helpers never touch the connection: every statement runs
+    on the caller's thread, inside ``snapshot`` -- a read snapshot the caller's layer opens
+    for each fetch (for a stream read piece by piece: the handle's lock and a read
+    transaction, ``ops/read``) -- or, ``snapshot`` None, inside the caller's own open read
+    transaction. :meth:`close` stops the helpers.
     """
 
     def __init__(
@@ -79,6 +111,8 @@ class ChunkedBlobReader(io.RawIOBase):
         size: int,
         where: dict[str, Any],
         *,
+        scope_id: int | None,
+        full: bool = False,
         snapshot: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> None:
         super().__init__()
@@ -92,8 +126,7 @@ class ChunkedBlobReader(io.RawIOBase):
         conn = store.conn
         total = 0
         with self._snapshot():
-            list_digest = store.chunk_list_digest(blob_id)
-            self._scope = store.scope_of_blob(blob_id)
+            list_digest, self._scope = store.chunked_head(blob_id, digest, size, scope_id, where)
             for row in conn.iterate(
                 "SELECT c.digest, c.size FROM blob_chunk bc"
                 " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id WHERE bc.blob_id = ?"
@@ -112,11 +145,6 @@ class ChunkedBlobReader(io.RawIOBase):
                 except ValueError:
                     self._corrupt("a chunk digest is not hex", "chunk_list_mismatch")
                 total += chunk_size
-            exists = list_digest is not None or bool(self._digests) or store.blob_exists(blob_id)
-        if not exists:
-            raise errors.CheckpointNotFoundError(
-                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
-            )
         if list_digest != canonical.chunk_list_digest(self._digests):
             self._corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
         if total != size:
@@ -134,22 +162,19 @@ class ChunkedBlobReader(io.RawIOBase):
         self._current = b""
         self._position = 0
         self._failure: errors.CkptdbError | None = None
-        self._whole = self._scope.hasher()
+        #: the whole-blob hash, when this read checks the whole digest too
+        self._whole = self._scope.hasher() if full or self._scope.sealed else None
         self._verifier: ThreadPoolExecutor | None = None
         self._hasher: ThreadPoolExecutor | None = None
         self._hashing: deque[tuple[Future[None], int]] = deque()
         self._hashing_bytes = 0
         if size >= PARALLEL_READ_MIN and len(self._digests) > 1:
             self._verifier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-verify")
-            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
+            if self._whole is not None:
+                self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptdb-hash")
 
     def _corrupt(self, what: str, detail_code: str) -> NoReturn:
-        raise errors.CorruptionError(
-            f"entry {self._where.get('entry')!r} (blob {self._digest[:12]}): {what}; "
-            "nothing more was returned",
-            reason=detail_code,
-            **self._where,
-        )
+        raise corruption(self._where, self._digest, what, detail_code)
 
     def readable(self) -> bool:
         return True
@@ -224,8 +249,10 @@ class ChunkedBlobReader(io.RawIOBase):
         return out
 
     def _hash_window(self, raws: list[bytes]) -> None:
-        for raw in raws:
-            self._whole.update(raw)
+        whole = self._whole
+        if whole is not None:
+            for raw in raws:
+                whole.update(raw)
 
     # -- handing out (the caller's thread) ------------------------------------------------
 
@@ -256,8 +283,9 @@ class ChunkedBlobReader(io.RawIOBase):
             self._corrupt(f"chunk {self._next} does not match its digest", "chunk_digest_mismatch")
         raw = self._ready.popleft()
         self._next += 1
-        # The last chunk is only handed out once the whole blob matches its digest.
-        if self._next == len(self._digests):
+        # With the whole-blob check, the last chunk is only handed out once the whole blob
+        # matches its digest.
+        if self._whole is not None and self._next == len(self._digests):
             for done, _ in self._hashing:
                 done.result()
             self._hashing.clear()
@@ -268,8 +296,8 @@ class ChunkedBlobReader(io.RawIOBase):
         return True
 
     def _take_window(self) -> None:
-        """Make the next fetched window's verified chunks ready, and queue them for the
-        whole-blob hash."""
+        """Make the next fetched window's verified chunks ready (and queue them for the
+        whole-blob hash, if this read checks it)."""
         if not self._ahead:
             self._read_ahead()
             if not self._ahead:
@@ -295,7 +323,7 @@ class ChunkedBlobReader(io.RawIOBase):
 
     def close(self) -> None:
         """Stop the helper threads (also when the stream was not read to the end): queued
-        verifications are cancelled, the one running finishes, and both threads exit."""
+        work is cancelled, what is running finishes, and the threads exit."""
         if not self.closed:
             try:
                 for pool in (self._verifier, self._hasher):

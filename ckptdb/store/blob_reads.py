@@ -2,9 +2,11 @@
 extends with the write side.
 
 Reads verify everything they hand out, after decoding: an inline blob against its digest;
-a chunked blob's chunk list against ``chunk_list_digest`` before the first byte, every
-chunk against its own digest before its bytes are returned, and the whole blob against its
-digest before the last piece (a large one through :class:`~.blob_reader.ChunkedBlobReader`).
+a chunked blob's row against the manifest and its chunk list against ``chunk_list_digest``
+before the first byte, then every chunk against its own digest before its bytes are
+returned -- one hash pass per byte; a full check, and any read in a key scope, also the
+whole blob against its digest (a large blob through
+:class:`~.blob_reader.ChunkedBlobReader`, which says why plaintext reads need not).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from .. import canonical, errors
 from ..connection import Connection
-from .blob_reader import READ_AT_ONCE, ChunkedBlobReader
+from .blob_reader import READ_AT_ONCE, ChunkedBlobReader, corruption, gone
 from .crypto import Scope
 from .encoding import decoded, verified_inline
 from .rows import check_types
@@ -35,30 +37,54 @@ class BlobReads:
         row = self.conn.one("SELECT codec, inline_data FROM blob WHERE blob_id = ?", (blob_id,))
         return (None, None) if row is None else (row[0], row[1])
 
-    def chunk_list_digest(self, blob_id: int) -> object:
-        """The stored (unverified) chunk list digest of a blob."""
-        return self.conn.scalar("SELECT chunk_list_digest FROM blob WHERE blob_id = ?", (blob_id,))
-
-    def scope_of_blob(self, blob_id: int) -> Scope:
-        """The key scope a stored blob names (PLAINTEXT when none, or the blob is gone)."""
-        return self.keyring.scope(
-            self.conn, self.conn.scalar("SELECT scope_id FROM blob WHERE blob_id = ?", (blob_id,))
+    def chunked_head(
+        self, blob_id: int, digest: str, size: int, scope_id: int | None, where: dict[str, Any]
+    ) -> tuple[object, Scope]:
+        """(stored, not yet verified, chunk list digest; key scope) of a chunked blob whose
+        row names exactly the digest, size and key scope ``scope_id`` the manifest does:
+        CorruptionError otherwise (the chunk list digest only vouches for the content if
+        it is the one stored beside that digest), CheckpointNotFoundError when it is gone."""
+        row = self.conn.one(
+            "SELECT digest, size, scope_id, chunk_list_digest FROM blob WHERE blob_id = ?",
+            (blob_id,),
         )
+        if row is None:
+            raise gone(where, digest)
+        if row[0] != digest:
+            raise corruption(
+                where, digest, "the blob row names another digest", "blob_digest_mismatch"
+            )
+        if row[1] != size:
+            raise corruption(where, digest, "the blob row names another size", "blob_size_mismatch")
+        if row[2] != scope_id:
+            raise corruption(
+                where, digest, "the blob row names another key scope", "scope_mismatch"
+            )
+        return row[3], self.keyring.scope(self.conn, scope_id)
 
     # -- reading ---------------------------------------------------------------------------
 
-    def read_all(self, blob_id: int, digest: str, size: int, where: dict[str, Any]) -> bytes:
-        """All bytes of a blob, verified against ``digest`` before they are returned."""
+    def read_all(
+        self,
+        blob_id: int,
+        digest: str,
+        size: int,
+        where: dict[str, Any],
+        *,
+        scope_id: int | None,
+        full: bool = False,
+    ) -> bytes:
+        """All bytes of a blob, verified before they are returned (``scope_id``: the key
+        scope the manifest puts the blob in; ``full``: the whole blob is hashed against
+        ``digest`` too, see :class:`~.blob_reader.ChunkedBlobReader`)."""
         row = self.conn.one(
             "SELECT chunk_count, inline_data, codec, scope_id FROM blob WHERE blob_id = ?",
             (blob_id,),
         )
         if row is None:
-            raise errors.CheckpointNotFoundError(
-                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
-            )
-        scope = self.keyring.scope(self.conn, row[3])
+            raise gone(where, digest)
         if row[0] == 0:
+            scope = self.keyring.scope(self.conn, row[3])
             data = verified_inline(row[1], size, digest, row[2], scope)
             if data is None:
                 raise errors.CorruptionError(
@@ -69,17 +95,19 @@ class BlobReads:
                 )
             return data
         if size < READ_AT_ONCE:
-            return self._read_small_chunked(blob_id, digest, size, where, scope)
-        reader = ChunkedBlobReader(self, blob_id, digest, size, where)
+            return self._read_small_chunked(blob_id, digest, size, where, scope_id, full)
+        reader = ChunkedBlobReader(self, blob_id, digest, size, where, scope_id=scope_id, full=full)
         try:
             return reader.readall()
         finally:
             reader.close()
 
-    def read_many(self, wanted: Sequence[tuple[int, str, int, dict[str, Any]]]) -> list[bytes]:
-        """The bytes of many blobs -- (blob_id, digest, size, where) each -- verified as
-        :meth:`read_all` does, in order: the inline ones (a checkpoint's small entries) in one
-        statement per 500, any other one on its own."""
+    def read_many(
+        self, wanted: Sequence[tuple[int, str, int, int | None, dict[str, Any]]]
+    ) -> list[bytes]:
+        """The bytes of many blobs -- (blob_id, digest, size, scope_id, where) each --
+        verified as :meth:`read_all` does, in order: the inline ones (a checkpoint's small
+        entries) in one statement per 500, any other one on its own."""
         ids = list({w[0] for w in wanted})
         stored: dict[int, tuple[Any, ...]] = {}
         for start in range(0, len(ids), 500):
@@ -92,22 +120,31 @@ class BlobReads:
             ):
                 stored[row[0]] = row
         out: list[bytes] = []
-        for blob_id, digest, size, where in wanted:
+        for blob_id, digest, size, scope_id, where in wanted:
             found = stored.get(blob_id)
             data = None
             if found is not None and found[1] == 0:
                 scope = self.keyring.scope(self.conn, found[4])
                 data = verified_inline(found[2], size, digest, found[3], scope)
-            # Chunked, gone or damaged: the one-blob path reads it or says what is wrong.
-            out.append(data if data is not None else self.read_all(blob_id, digest, size, where))
+            if data is None:
+                # Chunked, gone or damaged: the one-blob path reads it or says what is wrong.
+                data = self.read_all(blob_id, digest, size, where, scope_id=scope_id)
+            out.append(data)
         return out
 
     def _read_small_chunked(
-        self, blob_id: int, digest: str, size: int, where: dict[str, Any], scope: Scope
+        self,
+        blob_id: int,
+        digest: str,
+        size: int,
+        where: dict[str, Any],
+        scope_id: int | None,
+        full: bool,
     ) -> bytes:
         """A chunked blob small enough to hold whole: every chunk in one query, each
-        verified, then the whole (inside the caller's read transaction)."""
-        list_digest = self.chunk_list_digest(blob_id)
+        verified (and the whole, when ``full`` or in a key scope), inside the caller's read
+        transaction."""
+        list_digest, scope = self.chunked_head(blob_id, digest, size, scope_id, where)
         rows = self.conn.execute(
             "SELECT c.digest, c.size, coalesce(c.codec, 0), d.data FROM blob_chunk bc"
             " LEFT JOIN chunk c ON c.chunk_id = bc.chunk_id"
@@ -115,33 +152,32 @@ class BlobReads:
             " WHERE bc.blob_id = ? ORDER BY bc.seq",
             (blob_id,),
         )
-
-        def corrupt(what: str, reason: str) -> errors.CorruptionError:
-            return errors.CorruptionError(
-                f"entry {where.get('entry')!r} (blob {digest[:12]}): {what}; nothing was returned",
-                reason=reason,
-                **where,
-            )
-
-        if not rows and not self.blob_exists(blob_id):
-            raise errors.CheckpointNotFoundError(
-                f"blob {digest[:12]} is gone (its checkpoint was garbage-collected)", **where
-            )
         if any(not isinstance(r[0], str) or not isinstance(r[1], int) for r in rows):
-            raise corrupt("a chunk of the blob is missing", "chunk_missing")
+            raise corruption(where, digest, "a chunk of the blob is missing", "chunk_missing")
         if list_digest != canonical.chunk_list_digest(str(r[0]) for r in rows):
-            raise corrupt("the chunk list does not match its digest", "chunk_list_mismatch")
+            raise corruption(
+                where, digest, "the chunk list does not match its digest", "chunk_list_mismatch"
+            )
+        if sum(int(r[1]) for r in rows) != size:
+            raise corruption(
+                where, digest, "chunk sizes do not add up to the entry size", "blob_size_mismatch"
+            )
         parts: list[bytes] = []
         for index, (chunk_digest, chunk_size, codec_id, stored) in enumerate(rows):
             raw = decoded(codec_id, stored, chunk_size, scope, chunk_digest)
             if raw is None or scope.address(raw) != chunk_digest:
-                raise corrupt(f"chunk {index} does not match its digest", "chunk_digest_mismatch")
+                raise corruption(
+                    where,
+                    digest,
+                    f"chunk {index} does not match its digest",
+                    "chunk_digest_mismatch",
+                )
             parts.append(raw)
         data = b"".join(parts)
-        if len(data) != size:
-            raise corrupt("chunk sizes do not add up to the entry size", "blob_size_mismatch")
-        if scope.address(data) != digest:
-            raise corrupt("the blob digest does not match", "blob_digest_mismatch")
+        if (full or scope.sealed) and scope.address(data) != digest:
+            raise corruption(
+                where, digest, "the blob digest does not match", "blob_digest_mismatch"
+            )
         return data
 
     def chunk_list(
