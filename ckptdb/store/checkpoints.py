@@ -70,11 +70,15 @@ def checkpoint_by_id(
     return found
 
 
-def checkpoint_by_label(conn: Connection, namespace: str, label: str) -> CheckpointRow | None:
-    """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index)."""
+def checkpoint_by_label(
+    conn: Connection, namespace: str, label: str, *, scan: bool = False
+) -> CheckpointRow | None:
+    """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index;
+    ``scan``: the namespace's rows instead, for when the index is damaged)."""
+    where = "+c.label = ?" if scan else "c.label = ?"  # unary + keeps SQLite off the index
     row = conn.one(
         f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.namespace_id ="
-        " (SELECT namespace_id FROM namespace WHERE name = ?) AND c.label = ?",
+        f" (SELECT namespace_id FROM namespace WHERE name = ?) AND {where}",
         (namespace, label),
     )
     if row is None:
@@ -82,6 +86,14 @@ def checkpoint_by_label(conn: Connection, namespace: str, label: str) -> Checkpo
     found = _checkpoint(row)
     if found.namespace != namespace:
         check_namespace(namespace, found.namespace, found.id)
+    # SQLite reads the label from the index that found the row: a damaged index entry
+    # leads to another row of the namespace and reports the asked label for it. The table
+    # row, read by its rowid, says which label it carries (as checkpoint_by_id does).
+    if (
+        not scan
+        and conn.scalar("SELECT label FROM checkpoint WHERE seq = ?", (found.seq,)) != label
+    ):
+        return checkpoint_by_label(conn, namespace, label, scan=True)
     return found
 
 
