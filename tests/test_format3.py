@@ -99,6 +99,9 @@ def test_a_half_moved_file_reads_every_checkpoint_then_the_move_finishes(
         status = db.migration_status()
         assert status.checkpoints_to_move == left and not status.up_to_date
         before = _contents(db)
+        # get_many reads rows of both layouts in one go, as the LangGraph saver does.
+        many = db.get_many(before)
+        assert {cid: {n: cp.read(n) for n in cp.entries} for cid, cp in many.items()} == before
         report = db.verify()
         assert report.ok, report.problems
     with ckptdb.open(path, migrate="never", keys=keys) as db:

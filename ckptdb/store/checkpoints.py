@@ -75,10 +75,11 @@ def checkpoint_by_label(
 ) -> CheckpointRow | None:
     """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index;
     ``scan``: the namespace's rows instead, for when the index is damaged)."""
-    where = "+c.label = ?" if scan else "c.label = ?"  # unary + keeps SQLite off the index
+    # NOT INDEXED: a unary + does not keep SQLite off the partial label index.
+    source = "checkpoint c NOT INDEXED" if scan else "checkpoint c"
     row = conn.one(
-        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.namespace_id ="
-        f" (SELECT namespace_id FROM namespace WHERE name = ?) AND {where}",
+        f"SELECT {_CHECKPOINT_COLUMNS} FROM {source} WHERE c.namespace_id ="
+        " (SELECT namespace_id FROM namespace WHERE name = ?) AND c.label = ?",
         (namespace, label),
     )
     if row is None:
@@ -203,8 +204,8 @@ def manifests_by_ids(
             f"SELECT {_CHECKPOINT_COLUMNS}, c.entries IS NULL, j.key,"
             " json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), b.digest, b.size,"
             " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), b.chunk_count,"
-            " b.scope_id FROM checkpoint c LEFT JOIN json_each(CASE WHEN json_valid(c.entries)"
-            " THEN c.entries ELSE '[null]' END) j"
+            " b.scope_id FROM checkpoint c LEFT JOIN json_each(CASE WHEN c.entries IS NULL"
+            " OR json_valid(c.entries) THEN c.entries ELSE '[null]' END) j"
             " LEFT JOIN blob b ON b.blob_id = json_extract(j.value, '$[1]')"
             f" WHERE c.id IN ({marks}) ORDER BY c.seq, {width + 3}",
             part,
