@@ -96,6 +96,23 @@ def test_quick_campaign_damages_the_encrypted_scope(quick: dict[str, Any]) -> No
     assert {"corrupt", "key_mismatch"} <= set(quick["sealed_refusal_codes"])
 
 
+def test_quick_campaign_damages_what_storage_format_3_added(quick: dict[str, Any]) -> None:
+    """Packed entries, blob_ref rows, labels and seq_high_water are among the targets; damage
+    to packed entries and blob_ref is caught (refused or reported by verify) in most cases;
+    every case ran a GC that deleted checkpoints and blobs and re-read what it kept; every
+    recorded label was looked up."""
+    by_target = quick["by_target"]
+    for target in ("entries", "blob_ref", "label", "seq_high_water"):
+        assert target in by_target, set(by_target)
+    for target in ("entries", "blob_ref"):
+        row = by_target[target]
+        assert row.get("detected", 0) + row.get("refused", 0) >= 0.7 * row["injected"], row
+    gc = quick["format3"]["gc"]
+    assert gc["completed"] >= 0.7 * quick["counts"]["injected"], gc
+    assert gc["checkpoints_deleted"] > 0 and gc["blobs_deleted"] > 0 and gc["reads_ok"] > 1000
+    assert quick["format3"]["labels"]["checked"] > 1000
+
+
 def test_quick_campaign_no_crash_no_hang_no_wrong_bytes_nothing_undetected(
     quick: dict[str, Any],
 ) -> None:
@@ -415,6 +432,87 @@ def test_verify_reports_a_receipt_whose_locations_are_not_text(db_path: Path) ->
         with pytest.raises(errors.CorruptionError):
             db.receipts()
         assert db.load("alpha").checkpoint.read("s") == b"alpha-3"  # the data is untouched
+
+
+# -- format 3: what GC and commits do on damaged bookkeeping -------------------------------
+
+
+def test_gc_after_a_deleted_blob_ref_row_never_serves_wrong_bytes(db_path: Path) -> None:
+    """A blob_ref row deleted behind ckptdb's back: verify reports it (and says not to run
+    GC); GC trusts blob_ref, so the blob two checkpoints share may then go with the one GC
+    deletes. The checkpoint it keeps must then fail to read with a typed error, never
+    return wrong bytes -- or GC refuses to run."""
+    with ckptdb.open(db_path) as db:
+        old = db.commit("ns", {"shared": b"s" * 5000, "own": b"1"}).checkpoint_id
+        db.commit("ns", {"shared": b"s" * 5000, "own": b"2"})
+        kept = db.commit("ns", {"shared": b"s" * 5000, "own": b"3"}).checkpoint_id
+    _tamper(
+        db_path,
+        "DELETE FROM blob_ref WHERE checkpoint_seq IN (SELECT seq FROM checkpoint WHERE id <> ?)"
+        " AND blob_id = (SELECT blob_id FROM blob WHERE size = 5000)",
+        (old,),
+    )
+    with ckptdb.open(db_path) as db:
+        assert "blob_ref_missing" in {p.code for p in db.verify().problems}
+        try:
+            db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
+        except errors.CkptdbError:
+            return  # refusing to collect on damaged bookkeeping is fine too
+        assert old not in db.existing([old])
+        with pytest.raises(errors.CkptdbError):
+            db.get(kept).read("shared")
+        assert not db.verify().ok
+
+
+def test_a_seq_high_water_at_its_largest_value_refuses_commits_with_a_typed_error(
+    db_path: Path,
+) -> None:
+    with ckptdb.open(db_path) as db:
+        db.commit("ns", {"a": b"1"})
+    _tamper(db_path, "UPDATE seq_high_water SET seq = ?", ((1 << 63) - 1,))
+    with ckptdb.open(db_path) as db:
+        with pytest.raises(errors.CkptdbError):
+            db.commit("ns", {"a": b"2"})
+        assert db.current("ns").read("a") == b"1"  # type: ignore[union-attr]
+
+
+def _point_label_index_entry_elsewhere(path: Path, label: str, other_seq: int) -> None:
+    """Make the entry of ``label`` in the label index lead to the row ``other_seq`` (the
+    rowid ending its record: one byte for a small seq), as a flipped bit there does."""
+    ((root,),) = raw_sql(
+        path, "SELECT rootpage FROM sqlite_schema WHERE name = 'checkpoint_by_label'"
+    )
+    page_size = int(raw_sql(path, "PRAGMA page_size")[0][0])  # type: ignore[call-overload]
+    data = bytearray(path.read_bytes())
+    start = (int(root) - 1) * page_size  # type: ignore[call-overload]
+    at = bytes(data[start : start + page_size]).index(label.encode()) + len(label)
+    assert data[start + at] < 0x80  # a one-byte integer (seq < 128)
+    data[start + at] = other_seq
+    path.write_bytes(bytes(data))
+
+
+def test_get_labelled_never_follows_a_damaged_label_index_entry_to_another_checkpoint(
+    db_path: Path,
+) -> None:
+    """Found by the campaign (seed 23, 3,000 cases, case 190: bit flips in a leaf of the
+    label index): SQLite reads an indexed column from the index, so an entry leading to
+    another row of the namespace returned that row as the checkpoint labelled ``step-2``
+    -- its manifest intact, so nothing else noticed. The labelled checkpoint, or a typed
+    error."""
+    with ckptdb.open(db_path) as db:
+        ids = [
+            db.commit("ns", {"s": str(i).encode()}, label=f"step-{i}").checkpoint_id
+            for i in range(3)
+        ]
+    seqs = dict(raw_sql(db_path, "SELECT id, seq FROM checkpoint"))
+    _point_label_index_entry_elsewhere(db_path, "step-2", int(seqs[ids[0]]))  # type: ignore[call-overload]
+    with ckptdb.open(db_path) as db:
+        assert not db.verify().ok  # integrity_check sees the index/table mismatch
+        try:
+            found = db.get_labelled("ns", "step-2")
+        except errors.CkptdbError:
+            return
+        assert found is not None and found.id == ids[2], found and found.id[:12]
 
 
 # -- the harness itself -----------------------------------------------------------------------

@@ -16,6 +16,10 @@ Method
    a lineage, and free pages (a GC sweep interrupted before its incremental vacuum); and an
    encrypted key scope (``sealed/``: two namespaces, sealed inline blobs and sealed chunks
    shared between generations, a key rotated once), opened with its key by every check.
+   It is a storage-format-3 file: entries packed into their checkpoint rows, ``blob_ref``
+   beside them, labels on most checkpoints (``commit(label=)``), and its highest seqs
+   given to a namespace since dropped (so ``seq_high_water`` stands above every stored
+   seq).
    The first part is built once and copied, so both variants hold the same scope (its data
    key) and the same (keyed) checkpoint ids. Variant ``checkpointed`` has no WAL. Variant
    ``wal`` holds its last commits only in WAL frames (a raw apsw reader keeps a snapshot
@@ -36,13 +40,26 @@ Method
      checksum chain recomputed (SQLite accepts the damaged page), and a torn WAL tail;
    * row level, through a raw apsw connection (SQL bypassing ckptdb, like an operator or
      another program): chunk bytes, chunk/blob digests and sizes, chunk lists (order,
-     targets, missing rows), inline bytes, entry -> blob links, names, media types, manifest
-     fields (metadata, parent, generation, namespace, counts), invalid UTF-8 in text
-     columns, pointers (current/fallback/revision/digest), pointer history, namespace names;
+     targets, missing rows), inline bytes, manifest fields (metadata, parent, generation,
+     namespace, counts), invalid UTF-8 in text columns, pointers
+     (current/fallback/revision/digest), pointer history, namespace names;
+   * format 3, through SQL too: a checkpoint's packed ``entries`` -- one element edited
+     (blob id retargeted to another existing blob or to none, turned into text or a real;
+     renamed, dropped, added, duplicated, shortened to its name, media type or schema pin
+     set, a field added, invalid UTF-8 in its name), the text as a whole (a flipped bit,
+     invalid UTF-8, cut short, replaced by other JSON, NULL -- which reads as "not moved
+     yet" --, its elements reversed, another row's entries) and a format-2 ``entry`` row
+     beside packed entries; ``blob_ref`` rows (one deleted, every row of a blob deleted, a
+     stray one added, one naming no checkpoint, retargeted to another blob or checkpoint);
+     ``label`` (set to another checkpoint's label of the same namespace -- the unique index
+     refuses it, so the case is "not applicable" --, swapped between two checkpoints, set
+     to one of another namespace, changed, cleared, added, invalid UTF-8); and
+     ``seq_high_water`` (lowered, deleted, raised, set to 2^63-1);
    * the encrypted scope, through SQL too: sealed chunk and inline bytes flipped, truncated
      or moved from another sealed record, their sealed digests, keyed digests, codec and
      scope ids (a sealed record claiming plaintext, a plaintext one claiming the scope),
-     sealed entries pointed at other blobs, a namespace taken out of the scope, and the
+     sealed entries pointed at other blobs, their packed text flipped, a ``blob_ref`` row
+     of a sealed blob deleted, a namespace taken out of the scope, and the
      ``key_scope`` row: wrapped key flipped or truncated, generation, prefix, key id,
      algorithm and scope id changed (page-level damage reaches its page as well).
 
@@ -63,10 +80,15 @@ Method
    * informational calls (lineage, namespaces, history, pins, receipts, stats) must
      return or raise a typed error; ``resolve('ns@current' | 'ns@fallback' | 'ns~1')``
      must name a checkpoint of that namespace or raise;
+   * ``get_labelled`` of every recorded label: the checkpoint committed with it, None or a
+     typed error;
    * ``verify()`` must report a problem whenever any read failed;
+   * GC (``keep_last=1`` in every namespace, no grace period): it completes or raises a
+     typed error; every recorded checkpoint it kept is read again (the expected bytes or a
+     typed error), and verify must report a problem if one of those reads fails;
    * last, a commit on the damaged file (re-using the bytes of the largest recorded entry,
      so deduplication meets damaged chunks) succeeds and reads back, or raises a typed
-     error.
+     error; the seq it took is noted when the pristine file had given it before.
 
    A row-level case whose statements changed nothing (an UPDATE writing the value already
    there) is not counted ("not applicable").
@@ -74,20 +96,32 @@ Method
    Outcomes: ``refused`` (typed error at open), ``detected`` (verify reported problems),
    ``benign`` (no observable effect, e.g. a flip in free space), ``rolled_back`` (WAL
    damage made SQLite drop the newest commits: an older, consistent state -- SQLite's WAL
-   design, not detectable by ckptdb), and the failures, which must all be zero:
+   design, not detectable by ckptdb), ``label_unverified`` (a row edit of ``label`` moved
+   or removed a label: labels are not part of a manifest, so verify cannot see it),
+   ``write_refused`` (verify said ok, every read succeeded, the commit was refused with a
+   typed error), and the failures, which must all be zero:
    ``wrong_bytes`` (bytes or a manifest differing from the record of the checkpoint the
    handle claims to be), ``wrong_checkpoint`` (a reference such as ``ns@current``, CURRENT,
    a load, a fallback or a checkout resolved to a checkpoint that is not of that namespace
-   or not on its lineage), ``untyped`` (an exception that is not a CkptdbError),
+   or not on its lineage; a label resolved to another checkpoint than the one committed
+   with it, unless the case edited labels), ``untyped`` (an exception that is not a
+   CkptdbError),
    ``crash``, ``hang``, ``undetected`` (a read failed yet verify said ok), ``silent_loss``
-   (a checkpoint or a namespace's CURRENT vanished without a WAL cause and verify said
-   ok), ``fallback_not_newest`` (fallback skipped an intact ancestor, or found none while
+   (a checkpoint, a namespace's CURRENT or a label vanished without a WAL cause and verify
+   said ok), ``fallback_not_newest`` (fallback skipped an intact ancestor, or found none while
    one existed), ``sealed_wrong_error`` (damage to the encrypted scope's records or its
    key_scope row made a read of the scope fail with another error than CorruptionError or
    KeyMismatchError -- SchemaError is also expected for an unknown algorithm name (a row
    edit or page damage that changed it: a newer ckptdb's file looks the same), and
    KeyUnavailableError for a key id changed to one the host was not given, which verify
-   then lists among the scopes it checked without their key).
+   then lists among the scopes it checked without their key), ``gc_robbed`` (GC deleted
+   bytes that a checkpoint it kept still uses, on a file verify had found nothing wrong
+   with), ``gc_undetected`` (a read failed after GC yet verify then said ok).
+
+   A deleted ``blob_ref`` row is damage verify reports (``blob_ref_missing``, "do not run
+   gc on this file"); GC trusts ``blob_ref`` and may then delete the blob a kept checkpoint
+   still uses. That loss is counted apart (``gc_lost_after_detected_damage``), not as
+   ``gc_robbed``: the bar there is that the later read raises a typed error.
 """
 
 from __future__ import annotations
@@ -149,6 +183,9 @@ SEALED_CODES_ALSO = {
     "row_key_scope_key_id": frozenset({"key_unavailable"}),
 }
 
+#: A namespace whose checkpoints took the highest seqs of the pristine file, then dropped.
+TOP_DROPPED = "zeta/dropped"
+
 #: Outcomes that are failures: each must be zero.
 FAILURES = (
     "wrong_bytes",
@@ -160,6 +197,8 @@ FAILURES = (
     "silent_loss",
     "fallback_not_newest",
     "sealed_wrong_error",
+    "gc_robbed",
+    "gc_undetected",
 )
 #: Case kinds whose damage SQLite itself answers by dropping the newest WAL frames.
 WAL_LOSS_KINDS = frozenset(
@@ -196,7 +235,13 @@ class Recorder:
     blobs_dir: Path
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def record(self, db: ckptdb.Database, checkpoint_id: str, entries: dict[str, Any]) -> None:
+    def record(
+        self,
+        db: ckptdb.Database,
+        checkpoint_id: str,
+        entries: dict[str, Any],
+        label: str | None = None,
+    ) -> None:
         cp = db.get(checkpoint_id)
         manifest: dict[str, Any] = {}
         for name, given in entries.items():
@@ -221,11 +266,12 @@ class Recorder:
             "generation": cp.generation,
             "metadata": cp.metadata,
             "entries": manifest,
+            "label": label,
         }
 
     def commit(self, db: ckptdb.Database, ns: str, entries: dict[str, Any], **kw: Any) -> str:
         ack = db.commit(ns, entries, **kw)
-        self.record(db, ack.checkpoint_id, entries)
+        self.record(db, ack.checkpoint_id, entries, kw.get("label"))
         return ack.checkpoint_id
 
 
@@ -245,6 +291,7 @@ def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
                 ),
             },
             metadata={"turn": g, "loss": 1.0 / g, "tags": ["a", str(g)]},
+            label=f"alpha-turn-{g}",
         )
     shared_head = payload("beta-head", CHUNK)
     for g in range(1, 5):
@@ -258,6 +305,7 @@ def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
                 "log.txt": f"beta generation {g}\n" * 20,
             },
             metadata={"generation_hint": g},
+            label=f"beta-{g:02d}",
         )
     ns = "gamma/ünï"
     g1 = rec.commit(db, ns, {"s": b"gamma-1", "blob": payload("gamma-blob", 5000)})
@@ -299,6 +347,7 @@ def _phase_one(db: ckptdb.Database, rec: Recorder) -> None:
                 "note.txt": f"sealed note of turn {g}\n" * (g * 3),
             },
             metadata={"turn": g},
+            label=f"turn-{g}",
         )
         if g == 2:
             db.rotate_key(KEY_ID, KEY)
@@ -346,6 +395,11 @@ def _phase_two(db: ckptdb.Database, rec: Recorder) -> None:
         metadata={"turn": 5},
     )
     db.pin(head, "alpha-head")
+    # The highest seqs ever given go with a dropped namespace: seq_high_water stands above
+    # every stored seq, so a lowered high-water mark would give one of them again.
+    for turn in range(2):
+        db.commit(TOP_DROPPED, {"s": f"dropped {turn}".encode()}, label=f"dropped-{turn}")
+    db.drop_namespace(TOP_DROPPED, force=True)
 
 
 def _free_some_pages(path: Path) -> None:
@@ -501,6 +555,13 @@ def build_pristine(root: Path) -> dict[str, Any]:
             report = db.verify()
             assert report.ok and not report.sealed_only, report.problems
         lineages = _lineages(check / DB_NAME)
+        raw = apsw.Connection(str(check / DB_NAME))
+        try:
+            high_water = int(raw.execute("SELECT seq FROM seq_high_water").fetchall()[0][0])  # type: ignore[arg-type]
+            top = int(raw.execute("SELECT max(seq) FROM checkpoint").fetchall()[0][0])  # type: ignore[arg-type]
+        finally:
+            raw.close()
+        assert high_water > top, "the highest seqs ever given must be deleted ones"
         shutil.rmtree(check)
         state = {"checkpoints": rec.checkpoints, "namespaces": lineages}
         if expected is None:
@@ -512,6 +573,7 @@ def build_pristine(root: Path) -> dict[str, Any]:
             "main_pages": {str(k): v for k, v in main_map.items()},
             "pages": {str(k): v for k, v in full_map.items()},
             "frames": frames,
+            "high_water": high_water,
         }
     shutil.rmtree(base)
     assert expected is not None
@@ -629,6 +691,26 @@ class CaseMaker:
                         " JOIN namespace n ON n.namespace_id = c.namespace_id"
                         " WHERE n.scope_id IS NOT NULL ORDER BY 1, 2"
                     )
+                ],
+                "blob_ref": [
+                    list(r) for r in q("SELECT blob_id, checkpoint_seq FROM blob_ref ORDER BY 1, 2")
+                ],
+                "sealed_blob_ref": [
+                    list(r)
+                    for r in q(
+                        "SELECT r.blob_id, r.checkpoint_seq FROM blob_ref r JOIN blob b"
+                        " USING (blob_id) WHERE b.scope_id IS NOT NULL ORDER BY 1, 2"
+                    )
+                ],
+                "label": [
+                    list(r)
+                    for r in q(
+                        "SELECT seq, label, namespace_id FROM checkpoint"
+                        " WHERE label IS NOT NULL ORDER BY 1"
+                    )
+                ],
+                "unlabelled": [
+                    r[0] for r in q("SELECT seq FROM checkpoint WHERE label IS NULL ORDER BY 1")
                 ],
             }
             conn.close()
@@ -812,52 +894,6 @@ class CaseMaker:
             add(
                 "chunk_count", "UPDATE blob SET chunk_count = chunk_count - 1 WHERE blob_id = ?", cb
             )
-        # Entries are packed into their checkpoint's row (format 3): each case edits one
-        # element of the JSON array, found by name (?2), in the row of seq ?1.
-        seq, name = rng.choice(r["entry"])
-        add(
-            "entry_retarget",
-            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[1]', ?3)"
-            " WHERE seq = ?1",
-            seq,
-            name,
-            rng.choice(r["blob"]),
-        )
-        add(
-            "entry_rename",
-            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[0]',"
-            " ?2 || 'x') WHERE seq = ?1",
-            seq,
-            name,
-        )
-        add(
-            "entry_delete",
-            f"UPDATE checkpoint SET entries = json_remove(entries, {_ELEMENT}) WHERE seq = ?1",
-            seq,
-            name,
-        )
-        add(
-            "entry_media_type",
-            f"UPDATE checkpoint SET entries = json_replace(entries, {_ELEMENT} || '[2]',"
-            " 'application/x-evil') WHERE seq = ?1",
-            seq,
-            name,
-        )
-        add(
-            "entry_name_bad_utf8",
-            "UPDATE checkpoint SET entries = CAST(replace(CAST(entries AS BLOB),"
-            " CAST(json_quote(?2) AS BLOB), CAST(json_quote(?2) AS BLOB) || x'ff') AS TEXT)"
-            " WHERE seq = ?1",
-            seq,
-            name,
-        )
-        add(
-            "entry_insert",
-            "UPDATE checkpoint SET entries = json_insert(entries, '$[#]',"
-            " json_array('extra', ?2, NULL, NULL)) WHERE seq = ?1",
-            seq,
-            rng.choice(r["blob"]),
-        )
         cseq, cid, nsid = rng.choice(r["ids"])
         others = [x for x in r["ids"] if x[0] != cseq]
         oseq, oid, onsid = rng.choice(others)
@@ -998,6 +1034,269 @@ class CaseMaker:
             "ops": [{"op": "sql", "statements": statements}],
         }
 
+    # -- format 3: packed entries, blob_ref, labels, seq_high_water -------------------------
+
+    def format3_case(self, rng: random.Random) -> dict[str, Any]:
+        """Damage to what storage format 3 added: a checkpoint's packed ``entries`` (one
+        element, found by name, edited; the text flipped, cut, replaced), the ``blob_ref``
+        rows GC trusts, the ``label`` column and its unique index, and ``seq_high_water``."""
+        r = self.rows
+        choices: list[tuple[str, str, list[tuple[str, list[Any]]]]] = []
+
+        def add(kind: str, target: str, sql: str, *params: Any) -> None:
+            choices.append((kind, target, [(sql, list(params))]))
+
+        seq, name = rng.choice(r["entry"])
+        other_seq = rng.choice([s for s in r["checkpoint"] if s != seq])
+        # Each element case edits one element of the JSON array, found by name (?2), in the
+        # row of seq ?1.
+        packed = "UPDATE checkpoint SET entries = {} WHERE seq = ?1"
+        element = [seq, name]
+        add(
+            "entry_retarget",
+            "entries",
+            packed.format(f"json_replace(entries, {_ELEMENT} || '[1]', ?3)"),
+            *element,
+            rng.choice(r["blob"]),
+        )
+        add(
+            "entry_blob_missing",
+            "entries",
+            packed.format(f"json_replace(entries, {_ELEMENT} || '[1]', ?3)"),
+            *element,
+            max(r["blob"]) + rng.randrange(1, 1000),
+        )
+        add(
+            "entry_blob_id_text",  # "7": the join with blob still matches (numeric affinity)
+            "entries",
+            packed.format(
+                f"json_replace(entries, {_ELEMENT} || '[1]',"
+                f" CAST(json_extract(entries, {_ELEMENT} || '[1]') AS TEXT))"
+            ),
+            *element,
+        )
+        add(
+            "entry_blob_id_real",  # 7.0: equal to 7 in SQL
+            "entries",
+            packed.format(
+                f"json_replace(entries, {_ELEMENT} || '[1]',"
+                f" json_extract(entries, {_ELEMENT} || '[1]') + 0.0)"
+            ),
+            *element,
+        )
+        add(
+            "entry_rename",
+            "entries",
+            packed.format(f"json_replace(entries, {_ELEMENT} || '[0]', ?2 || 'x')"),
+            *element,
+        )
+        add(
+            "entry_delete",
+            "entries",
+            packed.format(f"json_remove(entries, {_ELEMENT})"),
+            *element,
+        )
+        add(
+            "entry_insert",
+            "entries",
+            packed.format("json_insert(entries, '$[#]', json_array('extra', ?2))"),
+            seq,
+            rng.choice(r["blob"]),
+        )
+        add(
+            "entry_duplicate",
+            "entries",
+            packed.format(f"json_insert(entries, '$[#]', json(json_extract(entries, {_ELEMENT})))"),
+            *element,
+        )
+        add(
+            "entry_short",  # [name]: no blob id
+            "entries",
+            packed.format(f"json_replace(entries, {_ELEMENT}, json_array(?2))"),
+            *element,
+        )
+        # Trailing nulls are not stored ([name, blob_id] when neither is set): json_set adds.
+        add(
+            "entry_media_type",
+            "entries",
+            packed.format(f"json_set(entries, {_ELEMENT} || '[2]', 'application/x-evil')"),
+            *element,
+        )
+        add(
+            "entry_schema_pin",
+            "entries",
+            packed.format(
+                f"json_set(entries, {_ELEMENT} || '[2]',"
+                f" json_extract(entries, {_ELEMENT} || '[2]'), {_ELEMENT} || '[3]', 'evil/v9')"
+            ),
+            *element,
+        )
+        add(
+            "entry_extra_field",
+            "entries",
+            packed.format(
+                f"json_set(entries, {_ELEMENT} || '[2]',"
+                f" json_extract(entries, {_ELEMENT} || '[2]'), {_ELEMENT} || '[3]',"
+                f" json_extract(entries, {_ELEMENT} || '[3]'), {_ELEMENT} || '[4]', 'x')"
+            ),
+            *element,
+        )
+        add(
+            "entry_name_bad_utf8",
+            "entries",
+            packed.format(
+                "CAST(replace(CAST(entries AS BLOB), CAST(json_quote(?2) AS BLOB),"
+                " CAST(json_quote(?2) AS BLOB) || x'ff') AS TEXT)"
+            ),
+            *element,
+        )
+        add(
+            "entries_flip",
+            "entries",
+            packed.format("CAST(?2 AS TEXT)"),
+            seq,
+            {"flip_text": ["checkpoint", "entries", "seq", seq, rng.randrange(1 << 16),
+                           1 << rng.randrange(8)]},
+        )  # fmt: skip
+        add(
+            "entries_bad_utf8",
+            "entries",
+            packed.format(
+                "CAST(substr(CAST(entries AS BLOB), 1, ?2) || x'c3'"
+                " || substr(CAST(entries AS BLOB), ?2 + 1) AS TEXT)"
+            ),
+            seq,
+            rng.randrange(1, 40),
+        )
+        add(
+            "entries_cut",  # not JSON any more
+            "entries",
+            packed.format("substr(entries, 1, max(1, length(entries) - ?2))"),
+            seq,
+            rng.randrange(1, 30),
+        )
+        add(
+            "entries_replaced",
+            "entries",
+            packed.format("?2"),
+            seq,
+            rng.choice(["[]", "{}", '"x"', "null", "[1,2]", "[[]]", "[null]", '[["a",1,2,3]]']),
+        )
+        add("entries_null", "entries", packed.format("NULL"), seq)  # reads as "not moved yet"
+        add(
+            "entries_unsorted",
+            "entries",
+            packed.format(
+                "(SELECT json_group_array(json(value)) FROM"
+                " (SELECT value FROM json_each(entries) ORDER BY key DESC))"
+            ),
+            seq,
+        )
+        add(
+            "entries_of_another_row",
+            "entries",
+            packed.format("(SELECT entries FROM checkpoint WHERE seq = ?2)"),
+            seq,
+            other_seq,
+        )
+        add(
+            "entry_row_beside_packed",  # a format-2 entry row for a packed checkpoint
+            "entries",
+            "INSERT INTO entry (checkpoint_seq, name, blob_id) VALUES (?, 'ghost', ?)",
+            seq,
+            rng.choice(r["blob"]),
+        )
+        # blob_ref: the rows GC trusts to tell that a blob is still used.
+        ref_blob, ref_seq = rng.choice(r["blob_ref"])
+        refs = set(map(tuple, r["blob_ref"]))
+        stray = [(b, c) for b in r["blob"] for c in r["checkpoint"] if (b, c) not in refs]
+        one_ref = "WHERE blob_id = ?1 AND checkpoint_seq = ?2"
+        add("blob_ref_delete", "blob_ref", f"DELETE FROM blob_ref {one_ref}", ref_blob, ref_seq)
+        add(
+            "blob_ref_delete_blob",  # every row of a blob that several checkpoints may use
+            "blob_ref",
+            "DELETE FROM blob_ref WHERE blob_id = ?",
+            ref_blob,
+        )
+        add(
+            "blob_ref_stray",
+            "blob_ref",
+            "INSERT INTO blob_ref (blob_id, checkpoint_seq) VALUES (?, ?)",
+            *rng.choice(stray),
+        )
+        add(
+            "blob_ref_no_checkpoint",
+            "blob_ref",
+            "INSERT INTO blob_ref (blob_id, checkpoint_seq) VALUES (?, ?)",
+            rng.choice(r["blob"]),
+            max(r["checkpoint"]) + rng.randrange(1, 1000),
+        )
+        add(
+            "blob_ref_retarget_blob",
+            "blob_ref",
+            f"UPDATE OR IGNORE blob_ref SET blob_id = ?3 {one_ref}",
+            ref_blob,
+            ref_seq,
+            rng.choice(r["blob"]),
+        )
+        add(
+            "blob_ref_retarget_checkpoint",
+            "blob_ref",
+            f"UPDATE OR IGNORE blob_ref SET checkpoint_seq = ?3 {one_ref}",
+            ref_blob,
+            ref_seq,
+            rng.choice(r["checkpoint"]),
+        )
+        # label: the caller's own name of a checkpoint, unique per namespace (an index).
+        lseq, label, lns = rng.choice(r["label"])
+        same_ns = [x for x in r["label"] if x[2] == lns and x[0] != lseq]
+        other_ns = [x for x in r["label"] if x[2] != lns]
+        set_label = "UPDATE checkpoint SET label = ? WHERE seq = ?"
+        if same_ns:
+            add("label_taken", "label", set_label, rng.choice(same_ns)[1], lseq)
+            oseq, olabel, _ = rng.choice(same_ns)
+            choices.append(
+                (
+                    "label_swap",
+                    "label",
+                    [
+                        (set_label, ["swapping", lseq]),
+                        (set_label, [label, oseq]),
+                        (set_label, [olabel, lseq]),
+                    ],
+                )
+            )
+        if other_ns:
+            add("label_of_another_namespace", "label", set_label, rng.choice(other_ns)[1], lseq)
+        add("label_changed", "label", set_label, f"{label}-renamed", lseq)
+        add("label_cleared", "label", "UPDATE checkpoint SET label = NULL WHERE seq = ?", lseq)
+        add(
+            "label_bad_utf8",
+            "label",
+            "UPDATE checkpoint SET label = CAST(CAST(label AS BLOB) || x'ff' AS TEXT)"
+            " WHERE seq = ?",
+            lseq,
+        )
+        if r["unlabelled"]:
+            add("label_added", "label", set_label, "added-label", rng.choice(r["unlabelled"]))
+        # seq_high_water: a seq is never given twice while it holds.
+        mark = "UPDATE seq_high_water SET seq = ? WHERE name = 'checkpoint'"
+        add(
+            "seq_high_water_lowered",
+            "seq_high_water",
+            mark,
+            rng.choice([0, 1, max(r["checkpoint"])]),
+        )
+        add("seq_high_water_deleted", "seq_high_water", "DELETE FROM seq_high_water")
+        add("seq_high_water_max", "seq_high_water", mark, (1 << 63) - 1)
+        add("seq_high_water_raised", "seq_high_water", mark, max(r["checkpoint"]) + 10_000)
+        kind, target, statements = rng.choice(choices)
+        return {
+            "kind": f"row_{kind}",
+            "target": target,
+            "ops": [{"op": "sql", "statements": statements}],
+        }
+
     # -- the encrypted key scope ------------------------------------------------------------
 
     def sealed_case(self, rng: random.Random) -> dict[str, Any]:
@@ -1119,6 +1418,22 @@ class CaseMaker:
             rng.choice(r["sealed_blob"]),
         )
         add(
+            "sealed_entries_flip",
+            "sealed_entry",
+            "UPDATE checkpoint SET entries = CAST(?2 AS TEXT) WHERE seq = ?1",
+            seq,
+            {"flip_text": ["checkpoint", "entries", "seq", seq, rng.randrange(1 << 16),
+                           1 << rng.randrange(8)]},
+        )  # fmt: skip
+        ref_blob, ref_seq = rng.choice(r["sealed_blob_ref"])
+        add(
+            "sealed_blob_ref_delete",
+            "sealed_entry",
+            "DELETE FROM blob_ref WHERE blob_id = ? AND checkpoint_seq = ?",
+            ref_blob,
+            ref_seq,
+        )
+        add(
             "namespace_scope_cleared",
             "sealed_namespace",
             "UPDATE namespace SET scope_id = NULL WHERE namespace_id = ?",
@@ -1179,16 +1494,17 @@ class CaseMaker:
         }
 
     def draw(self, rng: random.Random) -> dict[str, Any]:
-        families = ["page", "header", "truncate", "row", "sealed"] + (
+        families = ["page", "header", "truncate", "row", "format3", "sealed"] + (
             ["wal"] if self.frames else []
         )
-        weights = [10, 1, 0.5, 6, 3] + ([5] if self.frames else [])
+        weights = [10, 1, 0.5, 6, 6, 3] + ([5] if self.frames else [])
         family = rng.choices(families, weights)[0]
         return {
             "page": self.page_case,
             "header": self.header_case,
             "truncate": self.truncate_case,
             "row": self.row_case,
+            "format3": self.format3_case,
             "sealed": self.sealed_case,
             "wal": self.wal_case,
         }[family](rng)
@@ -1209,6 +1525,27 @@ def make_cases(root: Path, meta: dict[str, Any], count: int, seed: int) -> list[
 
 # ---------------------------------------------------------------------------------------
 # Applying a case (in the worker)
+
+
+def _flip_text_param(conn: apsw.Connection, spec: list[Any]) -> bytes:
+    """The bytes of a TEXT column with one bit flipped (offset taken modulo its length)."""
+    table, column, key, rowid, offset, mask = spec
+    row = conn.execute(
+        f"SELECT CAST({column} AS BLOB) FROM {table} WHERE {key} = ?", (rowid,)
+    ).fetchone()
+    assert row is not None and isinstance(row[0], bytes | None)
+    data = bytearray(row[0] or b"\x00")
+    data[offset % len(data)] ^= mask
+    return bytes(data)
+
+
+def _param(conn: apsw.Connection, raw: Any) -> Any:
+    """A statement parameter: as given, or computed from the row it damages."""
+    if not isinstance(raw, dict):
+        return raw
+    if "flip_text" in raw:
+        return _flip_text_param(conn, raw["flip_text"])
+    return _flip_blob_param(conn, raw["flip_blob"])
 
 
 def _flip_blob_param(conn: apsw.Connection, spec: list[Any]) -> bytes:
@@ -1262,10 +1599,7 @@ def apply_case(case: dict[str, Any], directory: Path) -> None:
                 before = _content_digest(conn)
                 with conn:
                     for sql, raw in op["statements"]:
-                        params = [
-                            _flip_blob_param(conn, p["flip_blob"]) if isinstance(p, dict) else p
-                            for p in raw
-                        ]
+                        params = [_param(conn, p) for p in raw]
                         conn.execute(sql, params).fetchall()
                 # An UPDATE that wrote the value already there changed nothing: not a case.
                 case["rows_changed"] = int(_content_digest(conn) != before)
@@ -1283,7 +1617,12 @@ class Observer:
     """Runs every check against one damaged copy; collects observations."""
 
     def __init__(
-        self, expected: dict[str, Any], blobs: Path, directory: Path, rotation: int = 0
+        self,
+        expected: dict[str, Any],
+        blobs: Path,
+        directory: Path,
+        rotation: int = 0,
+        high_water: int = 0,
     ) -> None:
         #: Which streaming API and which namespace's checkout this case exercises (all of
         #: them across consecutive cases; one each per case keeps a case fast).
@@ -1292,10 +1631,18 @@ class Observer:
         self.namespaces = expected["namespaces"]
         self.blobs = blobs
         self.dir = directory
+        #: The highest seq the pristine file ever gave (its seq_high_water).
+        self.high_water = high_water
         self.obs: dict[str, Any] = {
             "open": None,
             "reads_ok": 0,
             "reads_refused": 0,
+            "gc_reads_ok": 0,
+            "gc_reads_refused": 0,
+            "labels_checked": 0,
+            "labels_missing": 0,
+            "label_moved": [],
+            "gc_lost": [],
             "absent": 0,
             "wrong": [],
             "wrong_checkpoint": [],
@@ -1370,9 +1717,11 @@ class Observer:
             pass  # the damage shows in the reads below
         try:
             self.check_reads(db)
+            self.check_labels(db)
             self.check_namespaces(db)
             self.check_informational(db)
             self.check_verify(db)
+            self.check_gc(db)
             self.check_write(db)  # last: it may repair damaged chunks through deduplication
         finally:
             with self.guard("close"):
@@ -1387,11 +1736,17 @@ class Observer:
     # -- reads --------------------------------------------------------------------------
 
     def check_checkpoint(
-        self, cp: ckptdb.Checkpoint, cid: str, where: str, read_bytes: bool = True
+        self,
+        cp: ckptdb.Checkpoint,
+        cid: str,
+        where: str,
+        read_bytes: bool = True,
+        tally: str = "reads",
     ) -> bool:
         """Compare a checkpoint handle with the record. Returns True when every entry read
         back exactly; wrong bytes or a wrong manifest are recorded. Without ``read_bytes``
-        only the manifest is compared (the bytes were read through another handle)."""
+        only the manifest is compared (the bytes were read through another handle).
+        ``tally``: the counters of reads that succeeded or were refused (``reads_ok``...)."""
         exp = self.exp[cid]
         sealed = exp["namespace"].startswith(SEALED_PREFIX)
         if cp.id != cid:
@@ -1449,9 +1804,9 @@ class Observer:
                         self.wrong(f"{where}: open {cid[:12]}/{name}: wrong bytes")
             if failed:
                 intact = False
-                self.obs["reads_refused"] += 1
+                self.obs[f"{tally}_refused"] += 1
             else:
-                self.obs["reads_ok"] += 1
+                self.obs[f"{tally}_ok"] += 1
         return intact
 
     def check_reads(self, db: ckptdb.Database) -> None:
@@ -1474,6 +1829,34 @@ class Observer:
                 self.obs["reads_refused"] += 1
             self.present[cid] = True
             self.intact[cid] = cp is not None and self.check_checkpoint(cp, cid, "get")
+
+    def check_labels(self, db: ckptdb.Database) -> None:
+        """``get_labelled`` of every recorded label: the checkpoint committed with it, None
+        (the label is gone) or a typed error. Another checkpoint of the namespace is
+        recorded in ``label_moved`` (:func:`classify` decides whether the damage explains
+        it); one of another namespace is a wrong checkpoint."""
+        for cid, exp in self.exp.items():
+            label, ns = exp.get("label"), exp["namespace"]
+            if label is None:
+                continue
+            self.obs["labels_checked"] += 1
+            with self.guard(f"get_labelled {ns} {label}", sealed=ns.startswith(SEALED_PREFIX)):
+                cp = db.get_labelled(ns, label)
+                if cp is None:
+                    self.obs["labels_missing"] += 1
+                elif cp.id not in self.exp or self.exp[cp.id]["namespace"] != ns:
+                    self.wrong(
+                        f"get_labelled({ns}, {label}) returned {cp.id[:12]}, not a checkpoint"
+                        f" of {ns}",
+                        kind="checkpoint",
+                    )
+                else:
+                    if cp.id != cid:
+                        self.obs["label_moved"].append(
+                            f"get_labelled({ns}, {label}) returned {cp.id[:12]}, committed"
+                            f" with label {self.exp[cp.id].get('label')!r}; {cid[:12]} was"
+                        )
+                    self.check_checkpoint(cp, cp.id, f"get_labelled({ns}, {label})", False)
 
     # -- namespaces, load, fallback, checkout ---------------------------------------------
 
@@ -1630,6 +2013,43 @@ class Observer:
         with self.guard("stats"):
             db.stats()
 
+    def check_gc(self, db: ckptdb.Database) -> None:
+        """GC on the damaged file (keep the newest checkpoint of every namespace, no grace
+        period): it completes or raises a typed error. Then every recorded checkpoint it
+        kept is read again: the expected bytes or a typed error, never wrong bytes. A
+        checkpoint that read back intact before GC and fails after it lost bytes to GC
+        (``gc_lost``; a failure unless verify had reported damage first, see
+        :func:`classify`); a refused read after GC must be reported by verify."""
+        with self.guard("gc"):
+            report = db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
+            self.obs["gc"] = {
+                "checkpoints": report.checkpoints_deleted,
+                "blobs": report.blobs_deleted,
+            }
+        if "gc" not in self.obs:
+            self.obs["gc"] = "refused"
+            return
+        kept: set[str] = set()
+        with self.guard("existing after gc"):
+            kept = db.existing(list(self.exp))
+        for cid in sorted(kept):
+            intact = False
+            with self.guard(f"get {cid[:12]} after gc"):
+                cp = db.get(cid)
+                intact = self.check_checkpoint(cp, cid, "after gc", tally="gc_reads")
+            if not intact and self.intact.get(cid):
+                self.obs["gc_lost"].append(cid[:12])
+        if self.obs["gc_reads_refused"]:
+            try:
+                after = db.verify()
+                # A scope verify checked without its key counts as found (see check_verify).
+                unkeyed = [k for k in after.sealed_only if k not in KEYS]
+                self.obs["gc_verify"] = "ok" if after.ok and not unkeyed else "problems"
+            except errors.CkptdbError as exc:
+                self.obs["gc_verify"] = f"refused:{exc.code}"
+            except Exception as exc:
+                self.untyped("verify after gc", exc)
+
     def check_write(self, db: ckptdb.Database) -> None:
         """A commit on the damaged file: it succeeds and reads back, or raises a typed error
         (never wrong bytes, never a hang). It re-uses the bytes of a recorded chunked entry,
@@ -1644,11 +2064,18 @@ class Observer:
             "reused.bin": self.expected_bytes(big["digest"]),
         }
         with self.guard("write: commit"):
-            ack = db.commit("campaign/probe", entries, metadata={"probe": True})
+            try:
+                ack = db.commit("campaign/probe", entries, metadata={"probe": True})
+            except errors.CkptdbError as exc:
+                self.obs["write_refused"] = exc.code
+                raise
             cp = db.get(ack.checkpoint_id)
             for name, data in entries.items():
                 if cp.read(name) != data:
                     self.wrong(f"write: {name} read back wrong after a commit on the damage")
+            # A seq the pristine file gave once (to a checkpoint since deleted) given again.
+            seq = db.query("SELECT seq FROM checkpoint WHERE id = ?", (ack.checkpoint_id,))
+            self.obs["seq_reused"] = bool(seq.rows) and int(seq.rows[0][0]) <= self.high_water
         # The same into the encrypted scope, re-using its largest sealed entry's bytes.
         big = max(
             (
@@ -1709,9 +2136,22 @@ def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
         and set(obs.get("sealed_refusals", {})) - allowed
     ):
         labels.append("sealed_wrong_error")
+    # A label edited in its row moves with the edit (labels are not part of the manifest);
+    # any other damage that makes a label find another checkpoint is a wrong resolution.
+    if (
+        obs.get("label_moved")
+        and not case["kind"].startswith("row_label_")
+        and "wrong_checkpoint" not in labels
+    ):
+        labels.append("wrong_checkpoint")
     statuses = [f.get("status") for f in obs["fallback"].values()]
     if "not_newest" in statuses:
         labels.append("fallback_not_newest")
+    # GC freed bytes a checkpoint it kept still used, though verify had found nothing wrong.
+    if obs.get("gc_lost") and obs["open"] == "ok" and obs["verify"] == "ok":
+        labels.append("gc_robbed")
+    if obs.get("gc_reads_refused") and obs.get("gc_verify") == "ok":
+        labels.append("gc_undetected")
     if obs["open"] != "ok" and obs["open"] != "untyped":
         labels.append("refused")
     elif obs["verify"] in ("problems", "refused") or str(obs["verify"]).startswith("refused"):
@@ -1724,6 +2164,15 @@ def classify(case: dict[str, Any], obs: dict[str, Any]) -> list[str]:
             labels.append("undetected")
         elif obs["absent"] or obs.get("lost"):
             labels.append("rolled_back" if case["kind"] in WAL_LOSS_KINDS else "silent_loss")
+        elif obs.get("labels_missing") or obs.get("label_moved"):
+            # Labels are not part of a manifest: an edit of the column is not damage verify
+            # can see (a documented limit); any other cause must be.
+            if case["kind"].startswith("row_label_"):
+                labels.append("label_unverified")
+            else:
+                labels.append("rolled_back" if case["kind"] in WAL_LOSS_KINDS else "silent_loss")
+        elif obs.get("write_refused"):
+            labels.append("write_refused")  # commits fail (typed) and verify says ok
         else:
             labels.append("benign")
     return labels
@@ -1742,7 +2191,13 @@ def check_case(
             apply_case(case, work)
         except apsw.Error as exc:
             return {"not_applied": f"{type(exc).__name__}: {exc}"}
-        obs = Observer(meta["expected"], root / "blobs", work, case["index"]).run()
+        obs = Observer(
+            meta["expected"],
+            root / "blobs",
+            work,
+            case["index"],
+            meta["variants"][case["variant"]]["high_water"],
+        ).run()
         obs["rows_changed"] = case.get("rows_changed")
         obs["seconds"] = round(time.monotonic() - started, 3)
         return obs
@@ -1921,17 +2376,41 @@ def summarize(
     reads: Counter[str] = Counter()
     harness_errors: list[dict[str, Any]] = []
     fallback_results: Counter[str] = Counter()
+    not_applied_kinds: Counter[str] = Counter()  # e.g. refused by a constraint of the schema
+    open_refusals: Counter[str] = Counter()
+    format3: dict[str, Counter[str]] = {
+        k: Counter()
+        for k in ("gc", "gc_lost_after_detected_damage", "label_moved_by_label_edit",
+                  "labels", "seq_reused")
+    }  # fmt: skip
     for case in cases:
         obs = results[case["index"]]
         if "harness_error" in obs:
             harness_errors.append({"index": case["index"], "error": obs["harness_error"]})
             continue
-        if "not_applied" in obs:
+        if "not_applied" in obs or (
+            case["kind"].startswith("row_") and obs.get("rows_changed") == 0
+        ):
             not_applied += 1
+            not_applied_kinds[case["kind"]] += 1
             continue
-        if case["kind"].startswith("row_") and obs.get("rows_changed") == 0:
-            not_applied += 1
-            continue
+        if str(obs.get("open")).startswith("refused:"):
+            open_refusals[str(obs["open"]).removeprefix("refused:")] += 1
+        gc = obs.get("gc", "not_run")
+        format3["gc"]["completed" if isinstance(gc, dict) else str(gc or "not_run")] += 1
+        if isinstance(gc, dict):
+            format3["gc"]["checkpoints_deleted"] += gc["checkpoints"]
+            format3["gc"]["blobs_deleted"] += gc["blobs"]
+        format3["gc"]["reads_ok"] += obs.get("gc_reads_ok", 0)
+        format3["gc"]["reads_refused"] += obs.get("gc_reads_refused", 0)
+        if obs.get("gc_lost") and obs["verify"] != "ok":
+            format3["gc_lost_after_detected_damage"][case["kind"]] += 1
+        if obs.get("label_moved") and case["kind"].startswith("row_label_"):
+            format3["label_moved_by_label_edit"][case["kind"]] += 1
+        format3["labels"]["checked"] += obs.get("labels_checked", 0)
+        format3["labels"]["missing"] += obs.get("labels_missing", 0)
+        if obs.get("seq_reused") and case["kind"] not in WAL_LOSS_KINDS:  # else rolled back
+            format3["seq_reused"][case["kind"]] += 1
         labels = classify(case, obs)
         totals["injected"] += 1
         for label in labels:
@@ -1963,6 +2442,8 @@ def summarize(
                     "wrong": obs.get("wrong", [])[:5],
                     "wrong_checkpoint": obs.get("wrong_checkpoint", [])[:5],
                     "untyped": obs.get("untyped", [])[:5],
+                    "label_moved": obs.get("label_moved", [])[:5],
+                    "gc_lost": obs.get("gc_lost", [])[:5],
                     "sealed_refusals": obs.get("sealed_refusals", {}),
                     "fallback": {
                         ns: f for ns, f in obs.get("fallback", {}).items() if f.get("status")
@@ -1982,10 +2463,14 @@ def summarize(
         ),
     }
     counts = {k: totals.get(k, 0) for k in
-              ("injected", "refused", "detected", "benign", "rolled_back", *FAILURES)}  # fmt: skip
+              ("injected", "refused", "detected", "benign", "rolled_back", "label_unverified",
+               "write_refused", *FAILURES)}  # fmt: skip
     return {
         "counts": counts,
         "not_applied": not_applied,
+        "not_applied_by_kind": dict(not_applied_kinds.most_common()),
+        "open_refusal_codes": dict(open_refusals.most_common()),
+        "format3": {k: dict(v.most_common()) for k, v in format3.items()},
         "reads": dict(reads),
         "fallback_results": dict(fallback_results.most_common()),
         "refusal_codes": dict(refusal_codes.most_common()),
@@ -2020,7 +2505,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     )
     print(
         f"  refused at open {c['refused']}, detected by verify {c['detected']}, benign "
-        f"{c['benign']}, rolled back by SQLite's WAL recovery {c['rolled_back']}"
+        f"{c['benign']}, rolled back by SQLite's WAL recovery {c['rolled_back']}, label "
+        f"edits verify cannot see {c['label_unverified']}, commits refused while verify "
+        f"says ok {c['write_refused']}"
     )
     print("  failures: " + ", ".join(f"{k} {c[k]}" for k in FAILURES))
     print(f"  reads: {summary['reads']}")
@@ -2031,22 +2518,31 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"    load(fallback=True) of the encrypted namespaces there: {sealed['fallback_results']}"
     )
     print(f"  load(fallback=True) per namespace: {summary['fallback_results']}")
+    print(f"  refused at open, by code: {summary['open_refusal_codes']}")
+    print(f"  not applicable, by kind: {summary['not_applied_by_kind']}")
+    for what, figures in summary["format3"].items():
+        print(f"  format 3, {what.replace('_', ' ')}: {figures}")
     if summary["untyped_exception_types"]:
         print("  untyped exceptions (cases, by type and raising site):")
         for site, n in summary["untyped_exception_types"].items():
             print(f"    {n:>4}  {site}")
     width = max(len(k) for k in summary["by_kind"])
-    print(f"  {'kind':<{width}}  injected refused detected benign rolled_back failing")
+    print(f"  {'kind':<{width}}  injected refused detected benign rolled_back unverified failing")
     for kind, row in summary["by_kind"].items():
         failing = sum(row.get(f, 0) for f in FAILURES)
+        unverified = row.get("label_unverified", 0) + row.get("write_refused", 0)
         print(
             f"  {kind:<{width}}  {row.get('injected', 0):>8} {row.get('refused', 0):>7} "
             f"{row.get('detected', 0):>8} {row.get('benign', 0):>6} "
-            f"{row.get('rolled_back', 0):>11} {failing:>7}"
+            f"{row.get('rolled_back', 0):>11} {unverified:>10} {failing:>7}"
         )
     for f in summary["failures"][:15]:
         detail = (
-            f["wrong"] or f["wrong_checkpoint"] or f["untyped"] or [json.dumps(f["fallback"])]
+            f["wrong"]
+            or f["wrong_checkpoint"]
+            or f["untyped"]
+            or f["label_moved"]
+            or [f"gc lost {f['gc_lost']}" if f["gc_lost"] else json.dumps(f["fallback"])]
         )[0]
         print(f"  FAIL case {f['index']} {f['variant']} {f['kind']} {f['labels']}: {detail[:200]}")
     for h in summary["harness_errors"][:3]:

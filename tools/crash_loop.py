@@ -13,7 +13,7 @@ After every kill the parent checks, on the file the dead process left:
   content of that commit;
 * no acknowledged checkpoint is lost: the last ``KEEP_LAST`` acknowledged commits (the
   retention window the workload's GC uses) and every acknowledged pin are present and
-  verify;
+  verify, and the label each commit was given (``commit-<i>``) finds it;
 * every acknowledged fork (``copy_checkpoints`` of the newest checkpoints into a new
   namespace) is there with its CURRENT on the acknowledged copy, holding its source's
   content (a fork the kill interrupted must leave nothing verify would flag).
@@ -55,6 +55,7 @@ from crash_worker import (  # noqa: E402
     NAMESPACE,
     SEALED_NAMESPACE,
     entries_for,
+    label_for,
     read_keys,
     write_keys,
 )
@@ -214,6 +215,9 @@ def run(
                 for k in window:
                     try:
                         db.get(acked[k]).verify()
+                        labelled = db.get_labelled(namespace, label_for(k))
+                        if labelled is None or labelled.id != acked[k]:
+                            violations.append(f"kill {kill}: label of acknowledged {k} lost")
                     except ckptdb.CkptdbError as exc:
                         lineage = [int(c.metadata["i"]) for c in db.lineage(namespace)]
                         violations.append(

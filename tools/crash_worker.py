@@ -4,10 +4,11 @@ Used by tools/crash_loop.py (and so by the test suite): the parent kills this pr
 SIGKILL at random moments and then checks the database.
 
 Protocol (stdout, one line each, flushed *after* the operation returned):
-``READY``; ``ACK <i> <checkpoint id>`` after commit ``i``; ``PIN <name> <checkpoint id>``
-after a pin; ``GC <deleted>`` after a garbage collection; ``ROTATED <generation>`` after a
-``rotate_key``; ``FORK <namespace> <checkpoint id>`` after ``copy_checkpoints`` copied the
-newest checkpoints of the lineage into a new namespace (the id: the copy of CURRENT).
+``READY``; ``ACK <i> <checkpoint id>`` after commit ``i`` (labelled ``commit-<i>``);
+``PIN <name> <checkpoint id>`` after a pin; ``GC <deleted>`` after a garbage collection;
+``ROTATED <generation>`` after a ``rotate_key``; ``FORK <namespace> <checkpoint id>``
+after ``copy_checkpoints`` copied the newest checkpoints of the lineage into a new
+namespace (the id: the copy of CURRENT).
 
 With ``--key-file PATH`` the worker commits into an encrypted key scope (namespace
 :data:`SEALED_NAMESPACE`, key id :data:`KEY_ID`) and now and then rotates its key. Keys never
@@ -82,6 +83,11 @@ def entries_for(i: int, sealed: bool = False) -> dict[str, bytes]:
     return out
 
 
+def label_for(i: int) -> str:
+    """The label commit ``i`` is given (``commit(label=)``)."""
+    return f"commit-{i}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("db")
@@ -102,7 +108,9 @@ def main() -> None:
         out.flush()
         i = args.start
         while True:
-            ack = db.commit(namespace, entries_for(i, sealed), metadata={"i": i})
+            ack = db.commit(
+                namespace, entries_for(i, sealed), metadata={"i": i}, label=label_for(i)
+            )
             out.write(f"ACK {i} {ack.checkpoint_id}\n")
             out.flush()
             if sealed and rng.random() < ROTATE_EVERY:

@@ -6,13 +6,15 @@
 
 For each operation (creating a file; a small, a chunked and a CDC commit, a group commit,
 a commit that an evicting quota makes room for, a fork by copy_checkpoints, a GC sweep, an
-export, a schema migration; in an encrypted key scope a small and a CDC commit, rotate_key,
-and shred_key of a scope with namespaces and of one without) and each kind of call (xWrite,
-xSync, xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and mode (once, persistent), the
-operation is run once to count its calls, then again with the Nth call failing, for
-N = 1 .. count. At the moment of the fault the fault VFS keeps a "process crash" image
-(files as the OS holds them) and a "power loss" image (each file as of its last successful
-sync). Then:
+export, a schema migration from v1, and one from v6 whose data step -- storage format 3
+moving each checkpoint's entries into its row -- runs two checkpoints per transaction so
+that every batch boundary is a fault point; in an encrypted key scope a small and a CDC
+commit, rotate_key, and shred_key of a scope with namespaces and of one without) and each
+kind of call (xWrite, xSync, xTruncate, xFileSize), error (SQLITE_IOERR, SQLITE_FULL) and
+mode (once, persistent), the operation is run once to count its calls, then again with the
+Nth call failing, for N = 1 .. count. At the moment of the fault the fault VFS keeps a
+"process crash" image (files as the OS holds them) and a "power loss" image (each file as
+of its last successful sync). Then:
 
 * a failed operation returned no acknowledgement;
 * the live handle, a reopened handle and both images pass integrity_check and ckptdb's
@@ -27,6 +29,9 @@ value's plaintext marker or its plain sha256; after rotate_key exactly one of th
 the new key opens the scope (the new one once acknowledged); after shred_key the scope is
 intact or shredded, the other scopes intact, shred_key again completes it, and a completed
 shred leaves neither the wrapped key nor sampled sealed bytes in the file or the WAL.
+
+``migrate-v6`` counts a file at schema 6, or at 7 with part of its entries moved, as the
+old state if it is whole (see its docstring): ``migrate up`` again on a copy finishes it.
 
 Any violation is printed and makes the exit status 1.
 """
@@ -44,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +60,16 @@ import apsw
 import ckptdb
 from ckptdb import errors
 from ckptdb.connection.faults import OPS, FaultPlan, FaultVFS, copy_image
+from ckptdb.ops import migrate as migrate_op
 from ckptdb.store.migrations import core_set
 
 CHUNK = 64 * 1024
 REPO = Path(__file__).resolve().parent.parent
 V1_FIXTURE = REPO / "tests" / "fixtures" / "v1.ckpt"
+V6_FIXTURE = REPO / "tests" / "fixtures" / "v6.ckpt"
+#: Checkpoints per transaction of schema 7's data step in the ``migrate-v6`` operation (the
+#: library moves 2000): small, so every batch boundary of the move is a fault point.
+SWEEP_MOVE_BATCH = 2
 
 
 @dataclass
@@ -83,6 +94,9 @@ class Operation:
     raw_check: Callable[[Path, dict[str, Any], bool], list[str]] | None = None
     #: Run once before the sweep of the operation: proves its checks can fail.
     selftest: Callable[[], None] | None = None
+    #: What the operation's observers saw, by kind, for the report (e.g. how far a
+    #: migration had got in the images it found whole).
+    seen: Counter[str] = field(default_factory=Counter)
 
 
 def _open(path: Path, vfs: str | None = None, **kw: Any) -> ckptdb.Database:
@@ -421,9 +435,136 @@ def _migrate_op() -> Operation:
                 for ns, want in expected["namespaces"].items():
                     if db.pointer(ns).current_id != want["current"]:  # type: ignore[union-attr]
                         return "mixed:pointer"
-        return "new" if version == latest else "old"
+        return "new" if version == latest and not _to_move(path) else "old"
 
     return Operation("migrate", setup, run, state)
+
+
+def _to_move(path: Path, keys: dict[str, bytes] | None = None) -> int:
+    """Checkpoints whose entries schema 7's data step has still to move."""
+    with ckptdb.open(path, migrate="check", keys=keys) as db:
+        return db.migration_status().checkpoints_to_move
+
+
+def _fixture_problem(db: ckptdb.Database, expected: dict[str, Any]) -> str | None:
+    """What differs from a fixture's record (None: nothing): every recorded checkpoint with
+    its generation, metadata and entries (digest, size), every entry read back (a verified
+    read; plaintext ones also against their sha256), every pointer as recorded."""
+    sealed = tuple(s.prefix for s in db.key_scopes())
+    for ns, want in expected["namespaces"].items():
+        pointer = db.pointer(ns)
+        if pointer is None or (
+            pointer.current_id,
+            pointer.fallback_id,
+            pointer.revision,
+            pointer.digest,
+        ) != (want["current"], want["fallback"], want["revision"], want["pointer_digest"]):
+            return f"pointer of {ns}"
+        for recorded in want["lineage"]:
+            cp = db.get(recorded["id"])
+            if (cp.generation, cp.metadata) != (recorded["generation"], recorded["metadata"]):
+                return f"manifest of {cp.id[:12]}"
+            listed = {e.name: {"digest": e.digest, "size": e.size} for e in cp.entries.values()}
+            if listed != recorded["entries"]:
+                return f"entries of {cp.id[:12]}"
+            for name, info in recorded["entries"].items():
+                data = cp.read(name)
+                if len(data) != info["size"] or (
+                    not ns.startswith(sealed) and hashlib.sha256(data).hexdigest() != info["digest"]
+                ):
+                    return f"bytes of {cp.id[:12]}/{name}"
+    return None
+
+
+def _migrate_v6_op() -> Operation:
+    """Schema 6 -> 7 on the v6 fixture (a key scope among its namespaces): 0007's DDL in one
+    transaction, then the data step moving :data:`SWEEP_MOVE_BATCH` checkpoints per
+    transaction. The file must be whole at every point: at schema 6, or at 7 with any
+    number of batches moved (that is "old": whole, not finished), verify passing on a copy
+    as it is (schema 7: reads take both layouts) and every recorded checkpoint reading back
+    with its recorded digests and pointers; and ``migrate up`` run again on a copy finishes
+    it (nothing left to move, the ``entry`` table empty, the same checks pass)."""
+    expected = json.loads(V6_FIXTURE.with_suffix(".json").read_text())
+    keys = {k: bytes.fromhex(v) for k, v in expected["keys"].items()}
+
+    def setup(path: Path, vfs: str) -> dict[str, Any]:
+        shutil.copyfile(V6_FIXTURE, path)
+        return {}
+
+    def run(path: Path, vfs: str, ctx: dict[str, Any]) -> bool:
+        default = migrate_op.MOVE_BATCH
+        migrate_op.MOVE_BATCH = SWEEP_MOVE_BATCH
+        try:
+            with ckptdb.open(path, migrate="check", vfs=vfs, keys=keys) as db:
+                result = db.migrate(backup=False)
+        finally:
+            migrate_op.MOVE_BATCH = default
+        if result.to_version != core_set().latest:
+            raise AssertionError(f"migrated to {result.to_version}")
+        return True
+
+    def whole(path: Path) -> str | None:
+        with ckptdb.open(path, migrate="check", keys=keys) as db:
+            if not db.verify().ok:
+                return "verify"
+            problem = _fixture_problem(db, expected)
+            return problem
+
+    def state(path: Path, ctx: dict[str, Any]) -> str:
+        with ckptdb.open(path, migrate="check", keys=keys) as db:
+            status = db.migration_status()
+        version, left = status.file_version, status.checkpoints_to_move
+        latest = core_set().latest
+        if version not in (latest - 1, latest):
+            return f"mixed:version-{version}"
+        op.seen[f"schema {version}, {left} checkpoints to move"] += 1
+        with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+            copied = copy_image(path.parent, path.name, Path(scratch) / "as-is")
+            assert copied is not None
+            if version == latest:  # schema 6 is checked once migrated, below
+                problem = whole(copied)
+                if problem:
+                    return f"broken:as left: {problem}"
+            with ckptdb.open(copied, migrate="check", keys=keys) as db:
+                db.migrate(backup=False)
+                again = db.migration_status()
+                unmoved = db.query("SELECT count(*) FROM entry").rows[0][0]
+            if not again.up_to_date or again.checkpoints_to_move or unmoved:
+                return f"broken:migrating again left {again.checkpoints_to_move} to move"
+            problem = whole(copied)
+            if problem:
+                return f"broken:migrated again: {problem}"
+        return "new" if version == latest and not left else "old"
+
+    def selftest() -> None:
+        """The classifier can fail: a migrated copy that lost one ``blob_ref`` row, a row
+        emptied as if moved without its entries, and a schema-6 copy that lost an entry
+        row are never "old" or "new"."""
+        damages = [
+            (True, "DELETE FROM blob_ref WHERE (blob_id, checkpoint_seq) ="
+                   " (SELECT blob_id, checkpoint_seq FROM blob_ref LIMIT 1)"),
+            (True, "UPDATE checkpoint SET entries = NULL WHERE seq = (SELECT max(seq) FROM"
+                   " checkpoint)"),
+            (False, "DELETE FROM entry WHERE (checkpoint_seq, name) ="
+                    " (SELECT checkpoint_seq, name FROM entry LIMIT 1)"),
+        ]  # fmt: skip
+        for migrated, sql in damages:
+            with tempfile.TemporaryDirectory() as scratch:
+                path = Path(scratch) / "db.ckpt"
+                setup(path, "")
+                if migrated:
+                    with ckptdb.open(path, keys=keys):
+                        pass
+                raw = apsw.Connection(str(path))
+                try:
+                    raw.execute(sql)
+                finally:
+                    raw.close()
+                seen = _observe(op, path, {})
+                assert seen not in ("old", "new"), f"{sql!r} left a state seen as {seen}"
+
+    op = Operation("migrate-v6", setup, run, state, selftest=selftest)
+    return op
 
 
 GROUP = 3  # members of the concurrent batch
@@ -907,6 +1048,7 @@ def operations() -> list[Operation]:
         _drop_op(),
         _export_op(),
         _migrate_op(),
+        _migrate_v6_op(),
         _sealed_commit_op(
             "commit-sealed",
             {
@@ -1039,6 +1181,7 @@ def run_sweep(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
             before = Totals(**{k: getattr(totals, k) for k in ("points", "acked", "failed")})
             if op.selftest is not None:
                 op.selftest()
+                op.seen.clear()
             counts_dir = workdir / f"count-{op.name}"
             counts_dir.mkdir()
             counted = counts_dir / "db.ckpt"
@@ -1077,6 +1220,7 @@ def run_sweep(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
                 for nth in points:
                     sweep_point(vfs, op, kind, error, persistent, nth, workdir, totals)
             per_op[op.name] = {
+                **({"states_seen": dict(sorted(op.seen.items()))} if op.seen else {}),
                 "calls": counts,
                 "points": totals.points - before.points,
                 "failed": totals.failed - before.failed,
