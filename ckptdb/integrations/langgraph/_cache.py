@@ -6,7 +6,7 @@ It holds two kinds of things:
 * **Immutable, verified content**, named by digests: the envelope of a ckptdb checkpoint
   (:class:`Loaded`, by checkpoint id), channel blobs (by digest, so an unchanged channel is
   one entry however many checkpoints use it), the whole LangGraph checkpoint spliced into
-  one msgpack document (by checkpoint id, see :func:`._layout.splice`: a hot ``get_tuple``
+  one msgpack document (by checkpoint id, see :func:`._layout.merge`: a hot ``get_tuple``
   deserializes it in one call), and pending writes whose seal held (by digest: a row equal
   to a remembered one matches without hashing it again). What an id names never changes,
   so content read and verified once -- or written by this saver -- is handed out again
@@ -15,7 +15,8 @@ It holds two kinds of things:
   Values stay serialized and are deserialized on every hand-out: callers never share
   mutable objects.
 * **Hints** about the file: per ``(thread_id, checkpoint_ns)`` a :class:`ThreadState` (its
-  registered namespace, this saver's last put there and the blobs that put stored), the
+  registered namespace, this saver's last put there, the blobs that put stored and which
+  channels were small enough to ride inside its checkpoint), the
   record sealer of a namespace, the key ids whose scope exists, and per thread when this
   saver last recorded its activity (for a TTL: a refresh is skipped within the refresh
   interval; a missed one only makes the thread's record lag). Each is re-validated
@@ -32,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import BlobRef
@@ -55,16 +56,21 @@ UNKNOWN = Unknown()
 
 
 # Hot records are plain slotted classes, not frozen dataclasses: a frozen one pays a
-# setattr call per field on every put. Neither is changed after it is made.
+# setattr call per field on every put. Neither is changed after it is made (but for
+# Loaded.inside, a memo).
 @dataclass(slots=True)
 class Loaded:
     """What one ckptdb checkpoint holds for LangGraph, verified, still serialized."""
 
     metadata: str  # LangGraph's metadata, JSON text
-    checkpoint: Typed  # the checkpoint without channel values
-    values: dict[str, Typed]  # inline channel values
+    checkpoint: Typed  # the checkpoint; from envelope v2 on with channel values inside
+    values: dict[str, Typed]  # inline channel values serialized apart
     blobs: dict[str, tuple[str, str]]  # channel -> (type, blob digest)
     size: int  # bytes the record holds (its share of the cache's bound)
+    version: int = 1  # of the envelope
+    #: The channels whose values ride inside ``checkpoint`` (v2), once known: the one field
+    #: filled in after the record is made (by whoever first needs it; always the same set).
+    inside: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -75,6 +81,14 @@ class ThreadState:
     confirmed: bool  # this saver's own commit registered (or re-checked) that row
     last_put: tuple[str, str] | None  # (LangGraph id, ckptdb id) of this saver's last put
     channels: dict[str, BlobRef]  # the blob of each channel that put stored
+    #: The LangGraph version of each channel whose value rode inside that put's checkpoint:
+    #: a hint that the channel is small (its value is not sized again while its version
+    #: stays the same), never a claim about its content.
+    versions: dict[str, object] = field(default_factory=dict)
+
+
+def _thread_cost(state: ThreadState) -> int:
+    return ENTRY_COST * (1 + len(state.channels) + len(state.versions))
 
 
 #: A cache key: the kind of entry, then what names it.
@@ -106,7 +120,7 @@ class SaverCache:
     def put_thread(self, thread_id: str, ns: str, state: ThreadState) -> None:
         """Remember ``state`` for the pair."""
         with self._lock:
-            self._add(("thread", thread_id, ns), ENTRY_COST * (1 + len(state.channels)), state)
+            self._add(("thread", thread_id, ns), _thread_cost(state), state)
             self._shrink()
 
     def remember_put(
@@ -122,7 +136,7 @@ class SaverCache:
         ``checkpoint_id`` (``blobs``: digest -> bytes of its blob channels) -- known and
         verified by construction, since the id is the digest of exactly these entries."""
         with self._lock:
-            self._add(("thread", thread_id, ns), ENTRY_COST * (1 + len(state.channels)), state)
+            self._add(("thread", thread_id, ns), _thread_cost(state), state)
             self._add(("envelope", checkpoint_id), ENTRY_COST + loaded.size, loaded)
             if blobs:
                 self._add_blobs(blobs)

@@ -19,9 +19,9 @@
   names only new threads.
 * One ckptdb **checkpoint** per LangGraph checkpoint, with entries:
 
-  - ``checkpoint`` -- the *envelope* (below): the LangGraph checkpoint without its channel
-    values, the parent checkpoint id, the small channel values inline, and the names of
-    the entries that hold the larger ones;
+  - ``checkpoint`` -- the *envelope* (below): the LangGraph checkpoint with the channel
+    values that ride inline, the parent checkpoint id, and the names of the entries that
+    hold the larger values;
   - ``channels/<channel>`` -- one entry per channel value larger than the inline limit,
     holding the serializer's bytes. ckptdb blobs are content addressed, so a channel whose
     value did not change since an earlier checkpoint adds no bytes at all: the new manifest
@@ -35,17 +35,28 @@
   plus ``lg_thread_id``, ``lg_checkpoint_ns``, ``lg_checkpoint_id`` and ``lg_run_id``, so
   ``ckptdb log`` and ``ckptdb prune --where`` speak LangGraph too.
 
-The envelope is msgpack (``ormsgpack``): ``{"v": 1, "checkpoint": [type, bytes], "parent":
-str | None, "values": {channel: [type, bytes]}, "blobs": {channel: [entry, type]}}`` where
-each ``[type, bytes]`` pair is what LangGraph's serializer produced (``dumps_typed``). The
-envelope never names the thread, so copying a thread re-uses every blob.
+The envelope is msgpack (``ormsgpack``); each ``[type, bytes]`` pair in it is what
+LangGraph's serializer produced (``dumps_typed``). Version 2 (written since issue 25)::
+
+    {"v": 2, "checkpoint": [type, bytes], "parent": str | None,
+     "values": {channel: [type, bytes]}, "blobs": {channel: [entry, type]}}
+
+``checkpoint`` is the whole LangGraph checkpoint serialized in ONE call, as SqliteSaver
+does, its ``channel_values`` holding the inline values and placed first, so a reader can
+add the other values to it at the byte level (:func:`merge`); which channels ride inside
+is read from it (:func:`inside`), not listed again. ``values`` holds the small values that
+cannot ride inside with their type intact (a ``bytearray`` comes back from msgpack as
+``bytes``), ``blobs`` the channels stored as entries of their own. Version 1 (the same
+keys) serialized every channel value separately, ``checkpoint`` being the LangGraph
+checkpoint *without* its channel values; it stays readable (:func:`splice`). Neither
+names the thread, so copying a thread re-uses every blob.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +72,8 @@ ENVELOPE_ENTRY = "checkpoint"
 CHANNEL_PREFIX = "channels/"
 #: Longest percent-encoded channel name kept readable in an entry name.
 MAX_READABLE_CHANNEL = 200
-ENVELOPE_VERSION = 1
+#: The envelope version this saver writes; it reads every version up to it.
+ENVELOPE_VERSION = 2
 DEFAULT_INLINE_MAX = 256
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:|")
@@ -125,17 +137,14 @@ def channel_entry(channel: str) -> str:
 
 @dataclass(frozen=True)
 class Envelope:
-    """The decoded ``checkpoint`` entry."""
+    """The decoded ``checkpoint`` entry (see the module docstring)."""
 
     checkpoint: Typed
     parent: str | None
     values: dict[str, Typed]
     blobs: dict[str, tuple[str, str]]
-
-    @property
-    def channels(self) -> set[str]:
-        """Every channel that has a stored value at this checkpoint."""
-        return set(self.values) | set(self.blobs)
+    #: 2: ``checkpoint`` holds the other channel values; 1: it holds none.
+    version: int = 1
 
 
 def encode_envelope(
@@ -144,9 +153,10 @@ def encode_envelope(
     values: Mapping[str, Typed],
     blobs: Mapping[str, tuple[str, str]],
 ) -> bytes:
-    """The ``checkpoint`` entry's bytes: ``checkpoint`` is the LangGraph checkpoint
-    serialized without its channel values, ``values`` the inline channel values and
-    ``blobs`` channel -> (entry name, type) of those stored as entries of their own."""
+    """The ``checkpoint`` entry's bytes (version 2): ``checkpoint`` is the LangGraph
+    checkpoint serialized with the channel values that ride inside it (its
+    ``channel_values`` first), ``values`` the other inline values and ``blobs`` channel ->
+    (entry name, type) of those stored as entries of their own."""
     # msgpack packs a tuple as the array a list would be: no per-value conversion.
     return ormsgpack.packb(
         {
@@ -201,25 +211,84 @@ def splice(checkpoint: Typed, values: Iterable[tuple[str, Typed]]) -> bytes | No
     if head is None:
         return None
     count, skip = head
-    parts: list[bytes | memoryview] = [
-        _map_header(count + 1),
-        memoryview(body)[skip:],
-        _CHANNEL_VALUES,
-        b"",
-    ]
-    n = 0
+    pairs = _pairs(values)
+    if pairs is None:
+        return None
+    return b"".join(
+        [
+            _map_header(count + 1),
+            memoryview(body)[skip:],
+            _CHANNEL_VALUES,
+            _map_header(len(pairs) // 2),
+            *pairs,
+        ]
+    )
+
+
+def _pairs(values: Iterable[tuple[str, Typed]]) -> list[bytes] | None:
+    """The msgpack key and value bytes of each (channel, typed value), in order; None
+    unless every value is plain ``msgpack`` (or ``null``)."""
+    out: list[bytes] = []
     for channel, (vtype, data) in values:
         if vtype == "msgpack" and data:
-            parts.append(ormsgpack.packb(channel))
-            parts.append(data)
+            out += (ormsgpack.packb(channel), data)
         elif vtype == "null":
-            parts.append(ormsgpack.packb(channel))
-            parts.append(_NIL)
+            out += (ormsgpack.packb(channel), _NIL)
         else:
             return None
-        n += 1
-    parts[3] = _map_header(n)
-    return b"".join(parts)
+    return out
+
+
+def merge(checkpoint: Typed, values: Sequence[tuple[str, Typed]]) -> bytes | None:
+    """The whole LangGraph checkpoint as one msgpack document: a version 2 ``checkpoint``
+    (whose first key is ``channel_values``) with ``values`` added to its channel values,
+    built from the serializer's bytes without decoding them; None unless every part is
+    plain ``msgpack`` (or ``null``). The added pairs go first in the channel values map,
+    then those already inside; nothing is copied when there is nothing to add."""
+    type_, doc = checkpoint
+    outer = _map_start(doc) if type_ == "msgpack" else None
+    if outer is None:
+        return None
+    key_end = outer[1] + len(_CHANNEL_VALUES)
+    if doc[outer[1] : key_end] != _CHANNEL_VALUES:
+        return None
+    inner = _map_start(doc[key_end : key_end + 5])
+    if inner is None:
+        return None
+    if not values:
+        return doc
+    pairs = _pairs(values)
+    if pairs is None:
+        return None
+    return b"".join(
+        [
+            memoryview(doc)[:key_end],
+            _map_header(inner[0] + len(values)),
+            *pairs,
+            memoryview(doc)[key_end + inner[1] :],
+        ]
+    )
+
+
+def _opaque(_tag: int, _data: bytes) -> None:
+    return None  # an extension type (a class LangGraph revives): never revived here
+
+
+def inside(checkpoint: Typed) -> frozenset[str] | None:
+    """The channels whose values ride inside a version 2 ``checkpoint``, read from its
+    bytes without reviving any value; None unless it is plain ``msgpack`` (the caller then
+    deserializes it). CorruptionError when it holds no map of channel values."""
+    type_, doc = checkpoint
+    if type_ != "msgpack":
+        return None
+    try:
+        raw = ormsgpack.unpackb(doc, ext_hook=_opaque, option=ormsgpack.OPT_NON_STR_KEYS)
+    except ormsgpack.MsgpackDecodeError as exc:
+        raise CorruptionError(f"a stored LangGraph checkpoint is not msgpack ({exc})") from exc
+    found = raw.get("channel_values") if isinstance(raw, dict) else None
+    if not isinstance(found, dict):
+        raise CorruptionError("a stored LangGraph checkpoint has no map of channel values")
+    return frozenset(str(channel) for channel in found)
 
 
 def checkpoint_metadata(
@@ -268,9 +337,10 @@ def decode_envelope(data: bytes, checkpoint_id: str) -> Envelope:
             checkpoint_id=checkpoint_id,
             entry=ENVELOPE_ENTRY,
         )
-    if raw["v"] > ENVELOPE_VERSION:
+    version = raw["v"]
+    if version > ENVELOPE_VERSION:
         raise InvalidInputError(
-            f"checkpoint {checkpoint_id[:12]} uses LangGraph envelope version {raw['v']}; this "
+            f"checkpoint {checkpoint_id[:12]} uses LangGraph envelope version {version}; this "
             f"ckptdb reads up to version {ENVELOPE_VERSION}. Upgrade ckptdb."
         )
     parent = raw.get("parent")
@@ -305,4 +375,5 @@ def decode_envelope(data: bytes, checkpoint_id: str) -> Envelope:
         parent=parent,
         values={str(k): _typed(v, f"value of {k!r}") for k, v in values.items()},
         blobs=blob_map,
+        version=version,
     )

@@ -5,10 +5,11 @@ LangGraph checkpoint on every hand-out."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from langgraph.checkpoint.base import Checkpoint
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import errors
 from . import _layout
@@ -18,12 +19,29 @@ from .serialization import loads
 
 
 def _spliced(loaded: Loaded, blobs: dict[str, bytes]) -> bytes | None:
-    """Inline values first, then blob channels: the order the per-value decoding used."""
+    """The whole checkpoint as one msgpack document, or None when it cannot be built at
+    the byte level. Envelope v1: inline values first, then blob channels (the order the
+    per-value decoding used); v2: those serialized apart added to the ones inside."""
     parts = [
         *loaded.values.items(),
         *((ch, (t, blobs[d])) for ch, (t, d) in loaded.blobs.items()),
     ]
-    return _layout.splice(loaded.checkpoint, parts)
+    if loaded.version < 2:
+        return _layout.splice(loaded.checkpoint, parts)
+    return _layout.merge(loaded.checkpoint, parts)
+
+
+def channels_inside(serde: SerializerProtocol, checkpoint: _layout.Typed) -> frozenset[str]:
+    """The channels whose values ride inside a version 2 ``checkpoint``: read from its
+    bytes when they are plain msgpack, else by deserializing it."""
+    found = _layout.inside(checkpoint)
+    if found is not None:
+        return found
+    whole = loads(serde, *checkpoint)
+    values = whole.get("channel_values") if isinstance(whole, dict) else None
+    if not isinstance(values, dict):
+        raise errors.CorruptionError("a stored LangGraph checkpoint has no map of channel values")
+    return frozenset(str(channel) for channel in values)
 
 
 class Content(SaverCore):
@@ -62,6 +80,7 @@ class Content(SaverCore):
                 env.values,
                 refs,
                 len(raw),
+                env.version,
             )
             self._cache.put_content(cp.id, loaded, blobs)
             out[cp.id] = (loaded, blobs)
@@ -97,14 +116,59 @@ class Content(SaverCore):
             return loaded, lambda: self._checkpoint_of(spliced)
 
         def build() -> Checkpoint:
-            checkpoint = cast(Checkpoint, loads(self.serde, *loaded.checkpoint))
-            values = {ch: loads(self.serde, t, d) for ch, (t, d) in loaded.values.items()}
+            checkpoint, values = self._decoded(loaded)
+            for ch, (t, d) in loaded.values.items():
+                values[ch] = loads(self.serde, t, d)
             for ch, (type_, digest) in loaded.blobs.items():
                 values[ch] = loads(self.serde, type_, blobs[digest])
-            checkpoint["channel_values"] = values
             return checkpoint
 
         return loaded, build
+
+    def _decoded(self, loaded: Loaded) -> tuple[Checkpoint, dict[str, Any]]:
+        """The stored checkpoint deserialized (one call) and its channel values map: the
+        values that ride inside it (envelope v2), else a new empty map put in it (v1)."""
+        checkpoint = loads(self.serde, *loaded.checkpoint)
+        if not isinstance(checkpoint, dict):
+            raise errors.CorruptionError("a stored LangGraph checkpoint is not a map")
+        if loaded.version < 2:
+            values: dict[str, Any] = {}
+            checkpoint["channel_values"] = values
+        else:
+            inside = checkpoint.get("channel_values")
+            if not isinstance(inside, dict):
+                raise errors.CorruptionError(
+                    "a stored LangGraph checkpoint has no map of channel values"
+                )
+            values = inside
+        return cast(Checkpoint, checkpoint), values
+
+    def _stored_values(
+        self, loaded: Loaded, blobs: dict[str, bytes], channels: Iterable[str]
+    ) -> dict[str, Any]:
+        """The values this checkpoint stores for those of ``channels`` it has a value of,
+        deserialized: the checkpoint itself at most once, and only when one of them rides
+        inside it."""
+        out: dict[str, Any] = {}
+        rest: list[str] = []
+        for ch in channels:
+            if ch in loaded.values:
+                out[ch] = loads(self.serde, *loaded.values[ch])
+            elif ch in loaded.blobs:
+                type_, digest = loaded.blobs[ch]
+                out[ch] = loads(self.serde, type_, blobs[digest])
+            else:
+                rest.append(ch)
+        if rest and loaded.version >= 2 and not self._inside(loaded).isdisjoint(rest):
+            values = self._decoded(loaded)[1]
+            out.update((ch, values[ch]) for ch in rest if ch in values)
+        return out
+
+    def _inside(self, loaded: Loaded) -> frozenset[str]:
+        """The channels whose values ride inside a v2 checkpoint (remembered in it)."""
+        if loaded.inside is None:
+            loaded.inside = channels_inside(self.serde, loaded.checkpoint)
+        return loaded.inside
 
     def _checkpoint_of(self, spliced: bytes) -> Checkpoint:
         checkpoint = loads(self.serde, "msgpack", spliced)

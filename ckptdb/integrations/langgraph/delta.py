@@ -6,7 +6,7 @@ one recursive query over ``lg_checkpoint`` (in pages of :data:`WALK_PAGE`, so a 
 seeded nearby never walks a long thread to its root), their existence from one
 ``Database.existing``, the pending writes *of the requested channels only* from one query,
 and which channels each ancestor stores from the verified envelope cache -- only the seed
-values themselves are deserialized.
+values themselves are deserialized (a small one with the checkpoint it rides in).
 
 The result equals the default implementation's (``tests/test_langgraph_delta.py`` compares
 them on forked threads): writes oldest to newest, each checkpoint's in ``writes_sort_key``
@@ -33,7 +33,6 @@ from ...extension import Session, check_types
 from .content import Content
 from .pending import PendingWrites
 from .rows import CHECKPOINT_COLUMNS, WRITE_TYPES, CheckpointRow, batches, checkpoint_row
-from .serialization import loads
 from .threads import thread_of
 
 #: Ancestors fetched per step of the walk.
@@ -151,14 +150,9 @@ class DeltaHistory(PendingWrites, Content):
                     chunk.setdefault(w[1], []).append(w)
             for ch, ws in chunk.items():
                 collected[ch].append(ws)
-            for ch in builtins.list(remaining):
-                if ch in loaded.values:
-                    seeds[ch] = loads(self.serde, *loaded.values[ch])
-                    remaining.discard(ch)
-                elif ch in loaded.blobs:
-                    type_, digest = loaded.blobs[ch]
-                    seeds[ch] = loads(self.serde, type_, blobs[digest])
-                    remaining.discard(ch)
+            found = self._stored_values(loaded, blobs, remaining)
+            seeds.update(found)
+            remaining.difference_update(found)
             if not remaining:
                 return None
         if len(visited) < len(chain) or len(chain) < WALK_PAGE:

@@ -197,9 +197,13 @@ class _Bad(Exception):
         self.detail = detail
 
 
-def split_checkpoint(type_: str, blob: bytes) -> tuple[_layout.Typed, dict[str, _layout.Typed]]:
-    """A SqliteSaver checkpoint blob as (serialized checkpoint without channel values,
-    serialized channel values), without deserializing any value into an object."""
+def split_checkpoint(
+    type_: str, blob: bytes, inline_max: int
+) -> tuple[_layout.Typed, frozenset[str], dict[str, _layout.Typed]]:
+    """A SqliteSaver checkpoint blob as envelope v2 parts -- the checkpoint serialized with
+    its channel values of up to ``inline_max`` bytes (``channel_values`` first), the names
+    of those channels, and each larger value serialized on its own -- without
+    deserializing any value into an object."""
     if type_ == "pickle":
         raise _Bad("pickle_refused", "stored with pickle; ckptdb never loads pickle")
     try:
@@ -223,7 +227,15 @@ def split_checkpoint(type_: str, blob: bytes) -> tuple[_layout.Typed, dict[str, 
         return "json", json.dumps(value, ensure_ascii=False).encode("utf-8")
 
     try:
-        return encode(raw), {str(k): encode(v) for k, v in values.items()}
+        within: dict[str, Any] = {}
+        apart: dict[str, _layout.Typed] = {}
+        for key, value in values.items():
+            typed = encode(value)
+            if len(typed[1]) <= inline_max:
+                within[str(key)] = value
+            else:
+                apart[str(key)] = typed
+        return encode({"channel_values": within, **raw}), frozenset(within), apart
     except _DECODE_ERRORS as exc:
         raise _Bad("malformed_checkpoint", f"cannot re-encode the checkpoint: {_why(exc)}") from exc
 
@@ -454,7 +466,8 @@ def _import_one(
     try:
         if not isinstance(blob, bytes):
             raise _Bad("malformed_checkpoint", "the checkpoint column is not a BLOB")
-        body, values = split_checkpoint(type_, blob)
+        inline_max = _layout.DEFAULT_INLINE_MAX if saver is None else saver.inline_max
+        doc, within, apart = split_checkpoint(type_, blob, inline_max)
         md = _metadata(meta)
     except _Bad as bad:
         return SkippedItem(source_id=source_id, code=bad.code, detail=bad.detail)
@@ -463,7 +476,7 @@ def _import_one(
         return ImportedItem(
             source_id=source_id, namespace=namespace, checkpoint_id="", created=True
         )
-    entries = saver._entries(body, parent, values, namespace, {}).entries
+    entries = saver._entries(doc, parent, within, apart, namespace, {}, {}).entries
     run, ck_meta = _layout.checkpoint_metadata(md, tid, ns, cid)
     try:
         ack = saver._commit(  # the importer is part of the integration

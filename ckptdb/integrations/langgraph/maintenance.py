@@ -11,6 +11,7 @@ from ... import RetentionPolicy, errors
 from ...extension import Session
 from . import _layout, activity
 from ._core import log
+from .content import channels_inside
 from .rows import CHECKPOINT_COLUMNS, CheckpointRow, batches, checkpoint_row
 from .threads import Threads, register
 
@@ -340,7 +341,7 @@ class Maintenance(Threads):
         if not isinstance(counters, dict) or not counters:
             return keep
         env = _layout.decode_envelope(cp.read(_layout.ENVELOPE_ENTRY), cp.id)
-        missing = {str(ch) for ch in counters} - env.channels
+        missing = {str(ch) for ch in counters} - self._stored_channels(env)
         row = latest
         seen = {latest.checkpoint_id}
         while missing and row.parent_id and row.parent_id in by_id:
@@ -356,8 +357,15 @@ class Maintenance(Threads):
             parent_env = _layout.decode_envelope(
                 parent_cp.read(_layout.ENVELOPE_ENTRY), parent_cp.id
             )
-            missing -= parent_env.channels
+            missing -= self._stored_channels(parent_env)
         return keep
+
+    def _stored_channels(self, env: _layout.Envelope) -> set[str]:
+        """Every channel that has a stored value at the checkpoint of ``env``."""
+        stored = set(env.values) | set(env.blobs)
+        if env.version >= 2:
+            stored |= channels_inside(self.serde, env.checkpoint)
+        return stored
 
     def _keep_latest(self, namespace: str, thread_id: str, ns: str) -> None:
         rows = self._remaining(thread_id, ns)

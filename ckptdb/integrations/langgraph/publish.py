@@ -28,11 +28,13 @@ class Encoded:
 
     entries: dict[str, Any]
     channels: dict[str, BlobRef]  # the blob of each channel stored as an entry of its own
-    checkpoint: _layout.Typed  # the checkpoint serialized without its channel values
-    values: dict[str, _layout.Typed]  # the inline channel values
-    refs: dict[str, tuple[str, str]]  # channel -> (type, digest) of the others
+    checkpoint: _layout.Typed  # the checkpoint serialized with the ``within`` channels
+    within: frozenset[str]  # the channels whose values ride inside ``checkpoint``
+    values: dict[str, _layout.Typed]  # the other inline channel values, serialized apart
+    refs: dict[str, tuple[str, str]]  # channel -> (type, digest) of those with a blob
     blobs: dict[str, bytes]  # digest -> bytes of those
     size: int  # bytes of the envelope
+    versions: dict[str, object]  # the LangGraph version of each ``within`` channel (a hint)
 
 
 class Publish(Threads):
@@ -113,9 +115,9 @@ class Publish(Threads):
                 self._cache.put_touched(thread_id, touch_at)
             last_put = (checkpoint_id, ack.checkpoint_id)
             if put is None:
-                channels = {} if state is None else state.channels
+                channels, hints = ({}, {}) if state is None else (state.channels, state.versions)
                 self._cache.put_thread(
-                    thread_id, ns, ThreadState(namespace, True, last_put, channels)
+                    thread_id, ns, ThreadState(namespace, True, last_put, channels, hints)
                 )
             else:
                 encoded, metadata = put
@@ -127,11 +129,13 @@ class Publish(Threads):
                     encoded.values,
                     encoded.refs,
                     encoded.size,
+                    _layout.ENVELOPE_VERSION,
+                    encoded.within,
                 )
                 self._cache.remember_put(
                     thread_id,
                     ns,
-                    ThreadState(namespace, True, last_put, encoded.channels),
+                    ThreadState(namespace, True, last_put, encoded.channels, encoded.versions),
                     ack.checkpoint_id,
                     loaded,
                     encoded.blobs,

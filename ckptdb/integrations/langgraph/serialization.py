@@ -48,8 +48,8 @@ def dumps(serde: SerializerProtocol, value: Any) -> Typed:
 
 
 def dumps_each(serde: SerializerProtocol, values: Mapping[str, Any]) -> dict[str, Typed]:
-    """Every value of ``values`` serialized, in order (one call for a whole checkpoint's
-    channels: a put serializes every channel every time)."""
+    """Every value of ``values`` serialized on its own, in order (one Python call for
+    them all: a put serializes its large and changed values this way)."""
     dumps_typed = serde.dumps_typed
     out: dict[str, Typed] = {}
     for key, value in values.items():
@@ -58,6 +58,23 @@ def dumps_each(serde: SerializerProtocol, values: Mapping[str, Any]) -> dict[str
             raise _pickled()
         out[key] = (type_, bytes(data))
     return out
+
+
+def size_bound(value: Any) -> int | None:
+    """At most how many bytes msgpack takes for ``value``, known without serializing it
+    (a plain string, bytes, a number that fits 64 bits, a boolean or None); None for
+    anything else (subclasses too: the serializer may tag them with their class)."""
+    kind = type(value)
+    if kind is str:
+        # isascii() reads a flag CPython keeps: no scan. A header takes at most 5 bytes.
+        return (len(value) if value.isascii() else 4 * len(value)) + 5
+    if kind is bytes:
+        return len(value) + 5
+    if value is None or kind is bool or kind is float:
+        return 9  # a marker and at most 8 bytes
+    if kind is int and -(2**63) <= value < 2**64:
+        return 9
+    return None
 
 
 def loads(serde: SerializerProtocol, type_: str, data: bytes) -> Any:

@@ -22,8 +22,11 @@ from . import _layout, activity, sealing
 from ._cache import ThreadState
 from .pending import PendingWrites
 from .publish import Encoded, Publish
-from .serialization import dumps, dumps_each
+from .serialization import dumps, dumps_each, size_bound
 from .threads import thread_of
+
+#: What a put knows of a thread it has not put on (or whose blobs must be sent again).
+_NO_STATE = ThreadState("", False, None, {})
 
 
 class Writes(Publish, PendingWrites):
@@ -49,9 +52,9 @@ class Writes(Publish, PendingWrites):
         parent_id = None if parent is None else str(parent)
         md = get_checkpoint_metadata(config, metadata)
         run, ck_meta = _layout.checkpoint_metadata(md, thread_id, ns, checkpoint_id)
-        channels = {} if state is None else state.channels
+        previous = _NO_STATE if state is None else state
         for attempt in (1, 2):
-            entries, encoded = self._encode(checkpoint, parent_id, namespace, channels)
+            entries, encoded = self._encode(checkpoint, parent_id, namespace, previous)
             try:
                 self._commit(
                     namespace,
@@ -74,7 +77,7 @@ class Writes(Publish, PendingWrites):
                     raise
                 if state is not None:
                     state = ThreadState(state.namespace, state.confirmed, state.last_put, {})
-                channels = {}
+                previous = _NO_STATE
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -88,26 +91,80 @@ class Writes(Publish, PendingWrites):
         checkpoint: Checkpoint,
         parent_id: str | None,
         namespace: str,
-        previous: Mapping[str, BlobRef],
+        previous: ThreadState,
     ) -> tuple[dict[str, Any], Encoded]:
         """The entries of the ckptdb checkpoint holding ``checkpoint`` (see
-        :meth:`_entries`), and what the put remembers of them."""
-        body: dict[str, Any] = dict(checkpoint)
-        values = dumps_each(self.serde, body.pop("channel_values", {}))
-        encoded = self._entries(dumps(self.serde, body), parent_id, values, namespace, previous)
+        :meth:`_entries`), and what the put remembers of them.
+
+        The checkpoint is serialized in one call with every value that rides inline inside
+        it (envelope version 2). Which values are small is learnt without serializing
+        them twice: a channel that rode inside this saver's last put on the thread
+        (``previous``) and whose LangGraph version did not change since rides inside
+        again, unsized; a plain string, bytes or number is sized by its length; anything
+        else -- and every channel stored as a blob last time, whose bytes are compared with
+        that blob -- is serialized on its own, and rides inside only if it came out small
+        (then the one call serializes it again, which costs little for a small value).
+        Versions only steer that choice: the content stored is always the value given."""
+        serde = self.serde
+        inline_max = self.inline_max
+        blobs_before = previous.channels
+        versions = checkpoint.get("channel_versions") or {}
+        # The channels that rode inside the last put and still have the version they had.
+        try:
+            unchanged: dict[str, object] = dict(previous.versions.items() & versions.items())
+        except TypeError:  # an unhashable version: no hint
+            unchanged = {}
+        hints: dict[str, object] = {}
+        within: dict[str, Any] = {}
+        unsized: dict[str, Any] = {}
+        for channel, value in checkpoint.get("channel_values", {}).items():
+            if channel in unchanged and type(value) is not bytearray:
+                within[channel] = value
+                hints[channel] = unchanged[channel]
+                continue
+            if channel not in blobs_before:
+                bound = size_bound(value)
+                if bound is not None and bound <= inline_max:
+                    within[channel] = value
+                    if (version := versions.get(channel)) is not None:
+                        hints[channel] = version
+                    continue
+            unsized[channel] = value
+        apart: dict[str, _layout.Typed] = {}
+        for channel, typed in dumps_each(serde, unsized).items():
+            value = unsized[channel]
+            # msgpack gives a bytearray back as bytes (size_bound never vouches for one):
+            # it keeps its own type, apart.
+            if len(typed[1]) > inline_max or type(value) is bytearray:
+                apart[channel] = typed
+                continue
+            within[channel] = value
+            if (version := versions.get(channel)) is not None:
+                hints[channel] = version
+        # channel_values first (the merge keeps the key's place and takes the caller's value,
+        # replaced next): a reader adds the blob values at the byte level (_layout.merge).
+        whole: dict[str, Any] = {"channel_values": None, **checkpoint}
+        whole["channel_values"] = within
+        encoded = self._entries(
+            dumps(serde, whole), parent_id, frozenset(within), apart, namespace, blobs_before, hints
+        )
         return encoded.entries, encoded
 
     def _entries(
         self,
         checkpoint: _layout.Typed,
         parent_id: str | None,
-        values: dict[str, _layout.Typed],
+        within: frozenset[str],
+        apart: dict[str, _layout.Typed],
         namespace: str,
         previous: Mapping[str, BlobRef],
+        versions: dict[str, object],
     ) -> Encoded:
-        """The entries holding a serialized LangGraph checkpoint (``checkpoint`` without
-        its channel values, ``values`` those) in ``namespace``: values up to ``inline_max``
-        bytes inline in the envelope, each larger one an entry of its own.
+        """The entries holding a serialized LangGraph checkpoint in ``namespace``
+        (``checkpoint`` serialized with the values of the ``within`` channels, ``apart``
+        the other values serialized one by one): values of ``apart`` up to ``inline_max``
+        bytes inline in the envelope, each larger one an entry of its own. ``versions``:
+        the version of each ``within`` channel, remembered as a hint for the next put.
 
         Each larger value is hashed at most once: here, and handed to ckptdb with its
         digest (``Addressed``), which does not hash it again. One whose bytes are those of
@@ -125,7 +182,7 @@ class Writes(Publish, PendingWrites):
         blobs: dict[str, bytes] = {}
         channels: dict[str, BlobRef] = {}
         inline_max = self.inline_max
-        for channel, typed in values.items():
+        for channel, typed in apart.items():
             type_, data = typed
             size = len(data)
             if size <= inline_max:
@@ -152,7 +209,9 @@ class Writes(Publish, PendingWrites):
             channels[channel] = ref
         envelope = _layout.encode_envelope(checkpoint, parent_id, inline, names)
         entries[_layout.ENVELOPE_ENTRY] = envelope
-        return Encoded(entries, channels, checkpoint, inline, refs, blobs, len(envelope))
+        return Encoded(
+            entries, channels, checkpoint, within, inline, refs, blobs, len(envelope), versions
+        )
 
     def put_writes(
         self,
