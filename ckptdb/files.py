@@ -38,6 +38,8 @@ class HeaderFacts:
     page_count: int | None
     application_id: int
     user_version: int
+    #: Whether the header marks the file as in WAL mode (read and write versions 2).
+    wal: bool = False
 
 
 def inspect_path(path: str) -> tuple[FileKind, HeaderFacts | None]:
@@ -117,6 +119,7 @@ def _parse_header(header: bytes) -> HeaderFacts:
         page_count=usable_count,
         application_id=application_id & 0xFFFFFFFF,
         user_version=user_version,
+        wal=header[18] == 2 and header[19] == 2,
     )
 
 

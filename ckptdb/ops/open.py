@@ -44,14 +44,45 @@ def _probe_existing(path: str, *, readonly: bool) -> tuple[bool, list[str]]:
                 f"{app_id:#x}, {objects} schema objects); ckptdb will not touch it. Choose a new "
                 "file name for a ckptdb database."
             )
-        migrations.check_history(probe, migrations.core_set())
-        with probe.read_transaction():  # one snapshot: a migration may be running elsewhere
-            if not readonly:
-                schema.require_valid(probe, path)
-                return False, []
-            return False, schema.mismatches(probe)
+        return False, _check_schema(probe, path, readonly=readonly)[1]
     finally:
         probe.close()
+
+
+def _check_schema(
+    conn: Connection, path: str, *, readonly: bool
+) -> tuple[list[migrations.Migration], list[str]]:
+    """The probe's checks of a file with ckptdb's application id, reading only: its
+    migration history, then its schema (refused unless ``readonly``). Returns the pending
+    core migrations and the ways the schema differs from ckptdb's."""
+    pending = migrations.check_history(conn, migrations.core_set())
+    with conn.read_transaction():  # one snapshot: a migration may be running elsewhere
+        if not readonly:
+            schema.require_valid(conn, path)
+            return pending, []
+        return pending, schema.mismatches(conn)
+
+
+def _needs_probe(path: str, facts: files.HeaderFacts, *, readonly: bool) -> bool:
+    """Whether the file must be checked through a separate read-only probe before the
+    handle's own connection opens it, or that connection may run the checks itself.
+
+    The handle's connection may, when nothing it does before the checks pass can change a
+    byte of the file: it is read-only; or the header is ckptdb's and in WAL mode, with no
+    rollback journal beside it (a read-write connection would roll it back) and no WAL
+    holding frames (closing after a refusal would copy them into the file). Closing after a
+    refusal then checkpoints an empty WAL -- no write -- and removes the -wal and -shm it
+    made. Saves a second connection and a second parse of the schema on every open."""
+    if facts.application_id != APPLICATION_ID:
+        return True
+    if readonly:
+        return False
+    wal = path + "-wal"
+    return (
+        not facts.wal
+        or os.path.exists(path + "-journal")
+        or (os.path.exists(wal) and os.path.getsize(wal) > 0)
+    )
 
 
 def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, write: bool) -> None:
@@ -112,13 +143,16 @@ def open_handle(
         kind, facts = files.inspect_path(path)
     fresh = kind is files.FileKind.EMPTY
     schema_problems: list[str] = []
+    probed = True
     if kind is files.FileKind.SQLITE:
         if facts is None or facts.application_id not in (0, APPLICATION_ID):
             raise errors.NotCkptdbError(
                 f"{path} is an SQLite database of another application (application_id "
                 f"{facts.application_id if facts else 0:#x}); ckptdb will not touch it"
             )
-        fresh, schema_problems = _probe_existing(path, readonly=readonly)
+        probed = _needs_probe(path, facts, readonly=readonly)
+        if probed:
+            fresh, schema_problems = _probe_existing(path, readonly=readonly)
     if fresh and readonly:
         raise errors.DatabaseFileError(f"{path} is empty; it is not a ckptdb database yet")
 
@@ -130,11 +164,14 @@ def open_handle(
     conn = connect()
     try:
         core = migrations.core_set()
+        if not probed:  # the checks the probe would have made, on this connection
+            pending, schema_problems = _check_schema(conn, path, readonly=readonly)
         if fresh:
             initialize_new_file(conn, page_size or DEFAULT_PAGE_SIZE)
         elif not readonly:
             ensure_wal(conn)
-        pending = migrations.check_history(conn, core)
+        if probed:
+            pending = migrations.check_history(conn, core)
         if pending and migrate_mode == "never":
             names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
             raise errors.MigrationPendingError(

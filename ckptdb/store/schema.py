@@ -81,11 +81,13 @@ def _objects(conn: Connection) -> Objects:
     return {(str(t), str(n)): normalize(s) if isinstance(s, str) else "" for t, n, s in rows}
 
 
-def mismatches(conn: Connection) -> list[str]:
+def mismatches(conn: Connection, versions: dict[str, int] | None = None) -> list[str]:
     """Every way the file's schema differs from what its recorded migrations produce,
     in words (empty when the schema is exactly ckptdb's). Call it inside a read snapshot:
-    another process may be applying a migration meanwhile."""
-    versions = migrations.applied_sets(conn)
+    another process may be applying a migration meanwhile. ``versions``: the file's
+    ``applied_sets``, when the caller read them in that snapshot."""
+    if versions is None:
+        versions = migrations.applied_sets(conn)
     have = _objects(conn)
     if not versions:
         return []  # a new, empty file: nothing to compare yet
@@ -111,11 +113,15 @@ def require_valid(conn: Connection, path: str) -> None:
     """SchemaMismatchError (nothing written) unless the file's schema is ckptdb's;
     SchemaTooNewError when a set the file records is newer than this code knows (a newer
     release wrote it: nothing was changed outside ckptdb)."""
-    for name in migrations.applied_sets(conn):
+    versions = migrations.applied_sets(conn)
+    for name, version in versions.items():
         known = _set(name)
         if known is not None:
-            migrations.refuse_too_new(conn, known)
-    problems = mismatches(conn)
+            if name == migrations.CORE:
+                migrations.refuse_too_new(conn, known)  # the header's version
+            else:
+                migrations.refuse_version(conn, known, version)
+    problems = mismatches(conn, versions)
     if problems:
         raise errors.SchemaMismatchError(
             f"{path} is not a valid ckptdb file: its schema was changed outside ckptdb ("

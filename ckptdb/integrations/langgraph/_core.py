@@ -102,6 +102,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         # Whether pairs of a file written before langgraph schema version 3 still share a
         # namespace with another pair (see Maintenance.separate_shared_namespaces).
         self._shared_pending = False
+        # Keys of lg_meta when the saver opened read-write: upgrade steps left to finish.
+        self._markers: set[str] = set()
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -123,9 +125,10 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _setup(self) -> None:
         if not self.db.readonly:
             self.db.apply_migration_set(MIGRATION_SET, migrations_dir())
-            with self.db.read_session() as s:
-                pending = sealing.unsealed_pending(s)
-            if pending:
+            # The markers of unfinished upgrade steps, read once for every part's _setup.
+            with self.db.read_session(snapshot=False) as s:
+                self._markers = {str(r[0]) for r in s.execute("SELECT key FROM lg_meta")}
+            if sealing.UNSEALED_MARKER in self._markers:
                 with self.db.write_session() as s:
                     sealed = sealing.backfill(s)
                 log.info("sealed %d pending writes written before schema version 2", sealed)

@@ -41,9 +41,7 @@ class Maintenance(Threads):
         super()._setup()
         if self.db.readonly:
             return
-        with self.db.read_session() as s:
-            pending = s.scalar("SELECT 1 FROM lg_meta WHERE key = ?", (SHARED_MARKER,))
-        if pending is not None:
+        if SHARED_MARKER in self._markers:
             self.separate_shared_namespaces()
 
     def separate_shared_namespaces(self) -> int:
