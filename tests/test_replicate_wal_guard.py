@@ -112,6 +112,10 @@ def test_no_checkpoint_while_a_replicator_runs_and_writers_yield(tmp_path: Path)
         finally:
             lock.release()
         db.commit("ns", {"a": b"2"})  # no replicator: the automatic checkpoint is back
+        # ... on the handle's checkpointer thread (connection/checkpointer.py): soon after.
+        deadline = time.monotonic() + 30
+        while primary.stat().st_size <= size + (8 << 20) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert primary.stat().st_size > size + (8 << 20)
         assert db.verify().ok
 

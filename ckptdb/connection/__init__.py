@@ -14,6 +14,7 @@ issue SQL through :class:`Connection` and never see an apsw object or exception.
 | :mod:`.sandbox` | operator SQL: read-only, refused before it runs |
 | :mod:`.confinement` | integration sessions: kept off ckptdb's own tables |
 | :mod:`.walhook` | who may checkpoint the WAL of a replicated file |
+| :mod:`.checkpointer` | WAL checkpoints on a thread and connection of their own |
 | :mod:`.faults` | a fault-injecting VFS for the reliability harness |
 | :mod:`.slow_sync` | a VFS whose fsync is a fixed sleep, for benchmarks |
 | :mod:`.litestream_vfs` | Litestream's read-replica VFS |

@@ -14,6 +14,7 @@ import apsw
 from .. import errors
 from . import sandbox, walhook
 from .busy import LockWaits, write_lock_timeout
+from .checkpointer import Checkpointer
 from .confinement import Confinement, IntegrationSession
 from .statements import Params, Row, StatementRunner
 from .translate import force_close, translate
@@ -50,6 +51,9 @@ class Connection(StatementRunner):
         #: not as it was when this connection opened (ops/handle.py turns ``secure_delete``
         #: on there once the file has key scopes).
         self.on_write_begin: Callable[[], None] | None = None
+        #: Runs the WAL's checkpoints on a thread of its own (see .checkpointer); stopped
+        #: first when this connection closes, so that this close stays the last one.
+        self.checkpointer: Checkpointer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -60,6 +64,8 @@ class Connection(StatementRunner):
         connection is still released and the error is raised (the data is safe in the WAL
         and the next open recovers it).
         """
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         try:
             if not self.readonly and self.replicated_quietly():
                 # Replicated: the checkpoint-and-delete of the WAL on last close is Litestream's.
@@ -73,6 +79,8 @@ class Connection(StatementRunner):
         """Close on an error path, while another exception is already propagating: a
         failure to close (e.g. the final checkpoint hitting the same I/O error) must not
         replace that exception. The WAL keeps the data; the next open recovers it."""
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         force_close(self._raw)
 
     def litestream_managed(self) -> bool:

@@ -30,6 +30,7 @@ import apsw
 from .. import errors
 from . import walhook
 from .busy import DEFAULT_BUSY_TIMEOUT, POLL_SECONDS, LockWaits, busy_handler
+from .checkpointer import Checkpointer
 from .driver import Connection, Synchronous
 from .translate import DRIVER_ERRORS, force_close, translate
 
@@ -75,8 +76,11 @@ def open_connection(
             raw.pragma(pragma, value)
         conn = Connection(raw, path, readonly, synchronous, waits)
         if not readonly:
-            # Replaces SQLite's automatic checkpoint: none while a replicator runs (walhook).
-            raw.set_wal_hook(walhook.wal_hook(path))
+            # Replaces SQLite's automatic checkpoint: none while a replicator runs (walhook);
+            # run on a thread of its own unless a custom VFS must see every I/O in order.
+            if vfs is None:
+                conn.checkpointer = Checkpointer(path, synchronous)
+            raw.set_wal_hook(walhook.wal_hook(path, conn.checkpointer))
         if not readonly and conn.replicated_quietly():
             raw.pragma("journal_size_limit", -1)  # Litestream decides when the WAL shrinks
     except apsw.Error as exc:

@@ -31,8 +31,12 @@ import fcntl
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import apsw
+
+if TYPE_CHECKING:
+    from .checkpointer import Checkpointer
 
 #: Tables Litestream creates in every database it replicates (known companions of the
 #: ckptdb schema). A file that holds them is, or was, replicated: ckptdb then leaves every
@@ -40,6 +44,10 @@ import apsw
 LITESTREAM_TABLES = ("_litestream_seq", "_litestream_lock")
 #: SQLite's default automatic-checkpoint threshold (pages in the WAL).
 AUTOCHECKPOINT_PAGES = 1000
+#: WAL pages past which the committing thread stops handing checkpoints to a
+#: :class:`.checkpointer.Checkpointer`, waits for it and checkpoints itself (16,000 pages:
+#: 64 MiB at the default page size, the size ``journal_size_limit`` truncates the WAL to).
+INLINE_PAGES = 16 * AUTOCHECKPOINT_PAGES
 #: WAL pages past which a writer pauses after each commit while a replicator runs: four
 #: times Litestream's own PASSIVE checkpoint threshold (1,000 pages), so a writer only
 #: slows down once Litestream has fallen behind.
@@ -72,8 +80,12 @@ def replicator_running(database: str) -> bool:
     return False
 
 
-def wal_hook(database: str) -> Callable[[apsw.Connection, str, int], int]:
-    """A WAL hook that stands in for SQLite's automatic checkpoint (see module doc).
+def wal_hook(
+    database: str, checkpointer: Checkpointer | None = None
+) -> Callable[[apsw.Connection, str, int], int]:
+    """A WAL hook that stands in for SQLite's automatic checkpoint (see module doc); with a
+    ``checkpointer``, the checkpoint is handed to its thread while the WAL is below
+    :data:`INLINE_PAGES` (see :mod:`.checkpointer`).
 
     It runs after each commit, with the write lock already released."""
 
@@ -84,15 +96,25 @@ def wal_hook(database: str) -> Callable[[apsw.Connection, str, int], int]:
             if pages >= YIELD_PAGES:
                 time.sleep(YIELD_SECONDS)
             return apsw.SQLITE_OK
-        try:
-            conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
-        except apsw.BusyError:
-            pass  # another connection is checkpointing: it does the same work
-        except apsw.Error:
-            # The commit has already succeeded: an error here must not turn it into a
-            # failed commit (SQLite's own automatic checkpoint ignores errors the same
-            # way). The frames stay in the WAL; the next checkpoint retries.
-            pass
+        if checkpointer is not None and not checkpointer.closed:
+            if pages < INLINE_PAGES:
+                checkpointer.request()
+                return apsw.SQLITE_OK
+            checkpointer.wait_idle()  # the WAL outgrew the copier: catch up here
+        checkpoint_quietly(conn, name)
         return apsw.SQLITE_OK
 
     return hook
+
+
+def checkpoint_quietly(conn: apsw.Connection, name: str) -> None:
+    """A PASSIVE checkpoint of ``name`` whose failure is left for the next one to retry."""
+    try:
+        conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
+    except apsw.BusyError:
+        pass  # another connection is checkpointing: it does the same work
+    except apsw.Error:
+        # The commit has already succeeded: an error here must not turn it into a
+        # failed commit (SQLite's own automatic checkpoint ignores errors the same
+        # way). The frames stay in the WAL; the next checkpoint retries.
+        pass
