@@ -60,6 +60,21 @@ def test_a_large_write_is_copied_by_the_handles_checkpointer(tmp_path: Path) -> 
         assert db.current("ns").read("big") == data  # type: ignore[union-attr]
 
 
+def test_small_commits_checkpoint_inline_and_the_wal_keeps_restarting(tmp_path: Path) -> None:
+    # Handed to the copier, small commits left the WAL no moment with every frame copied
+    # and no commit in progress: it stopped restarting and grew to 64 MiB.
+    path = tmp_path / "small.ckpt"
+    wal = Path(str(path) + "-wal")
+    rng = random.Random(4)
+    largest = 0
+    with ckptdb.open(path) as db:
+        for i in range(1500):  # ~15 WAL pages each: the 1,000-page threshold, many times
+            db.commit(f"ns{i % 20}", {"a": rng.randbytes(1000), "b": rng.randbytes(1000)})
+            largest = max(largest, wal.stat().st_size)
+        assert _copiers(path) == []
+    assert largest < (walhook.AUTOCHECKPOINT_PAGES + 100) * 4096
+
+
 def test_commits_keep_going_while_the_copier_runs(tmp_path: Path) -> None:
     path = tmp_path / "many.ckpt"
     written = {f"k{i}": _noise(3 << 20, i) for i in range(12)}  # 9,000+ pages in all

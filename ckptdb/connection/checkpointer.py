@@ -6,7 +6,9 @@ copied into the database file by a checkpoint. SQLite's automatic checkpoint (an
 committed, so a large write alternates between staging chunks and copying them: profiled
 on a 256 MiB entry, the inline checkpoints were 59 % of the commit's time. A
 :class:`Checkpointer` runs them on its own thread and connection instead, so the copy of
-what is committed overlaps the staging of what comes next (a second core does it).
+what is committed overlaps the staging of what comes next (a second core does it). Only
+after bulk commits (:data:`.walhook.BULK_PAGES`): small commits keep checkpointing inline,
+which lets the WAL restart between them (handed off, it grew and each commit cost more).
 
 It changes nothing about durability: a checkpoint only copies frames that are already
 committed and fsynced in the WAL, and a crash at any point of one leaves those frames in

@@ -48,6 +48,12 @@ AUTOCHECKPOINT_PAGES = 1000
 #: :class:`.checkpointer.Checkpointer`, waits for it and checkpoints itself (16,000 pages:
 #: 64 MiB at the default page size, the size ``journal_size_limit`` truncates the WAL to).
 INLINE_PAGES = 16 * AUTOCHECKPOINT_PAGES
+#: Pages a commit must add to the WAL for its checkpoint to go to the checkpointer: bulk
+#: writes (a large entry's staging batches add ~256 pages each). Small commits checkpoint
+#: inline as before: handed off, the WAL rarely got a moment with every frame copied and no
+#: commit in progress, so it stopped restarting and grew, and each small commit cost
+#: ~60 % more CPU (measured: 190 -> 310 us, the WAL at 66 MB instead of 4 MB).
+BULK_PAGES = 128
 #: WAL pages past which a writer pauses after each commit while a replicator runs: four
 #: times Litestream's own PASSIVE checkpoint threshold (1,000 pages), so a writer only
 #: slows down once Litestream has fallen behind.
@@ -84,12 +90,16 @@ def wal_hook(
     database: str, checkpointer: Checkpointer | None = None
 ) -> Callable[[apsw.Connection, str, int], int]:
     """A WAL hook that stands in for SQLite's automatic checkpoint (see module doc); with a
-    ``checkpointer``, the checkpoint is handed to its thread while the WAL is below
-    :data:`INLINE_PAGES` (see :mod:`.checkpointer`).
+    ``checkpointer``, the checkpoint after a bulk commit (:data:`BULK_PAGES`) is handed to
+    its thread while the WAL is below :data:`INLINE_PAGES` (see :mod:`.checkpointer`).
 
     It runs after each commit, with the write lock already released."""
 
+    seen = [0]  # WAL pages after the previous commit
+
     def hook(conn: apsw.Connection, name: str, pages: int) -> int:
+        added = pages - seen[0] if pages > seen[0] else pages  # fewer: the WAL restarted
+        seen[0] = pages
         if pages < AUTOCHECKPOINT_PAGES:
             return apsw.SQLITE_OK
         if replicator_running(database):
@@ -97,10 +107,10 @@ def wal_hook(
                 time.sleep(YIELD_SECONDS)
             return apsw.SQLITE_OK
         if checkpointer is not None and not checkpointer.closed:
-            if pages < INLINE_PAGES:
+            if added >= BULK_PAGES and pages < INLINE_PAGES:
                 checkpointer.request()
                 return apsw.SQLITE_OK
-            checkpointer.wait_idle()  # the WAL outgrew the copier: catch up here
+            checkpointer.wait_idle()  # small commits, or the WAL outgrew the copier
         checkpoint_quietly(conn, name)
         return apsw.SQLITE_OK
 
