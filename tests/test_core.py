@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import raw_sql
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import errors
@@ -282,3 +284,44 @@ def test_file_is_readable_by_system_sqlite_and_every_view_queries(db_path: Path)
     created = conn.execute("SELECT created_at FROM checkpoints LIMIT 1").fetchone()[0]
     assert created.endswith("Z") and "T" in created
     conn.close()
+
+
+_JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+
+
+@given(
+    metadata=st.dictionaries(
+        st.text(max_size=8).filter(lambda k: not k.startswith("ckptdb:")),
+        st.recursive(
+            _JSON_LEAVES,
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+            ),
+            max_leaves=8,
+        ),
+        max_size=4,
+    )
+)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_metadata_json_is_the_canonical_text_of_the_metadata(
+    db: ckptdb.Database, metadata: dict[str, object]
+) -> None:
+    ack = db.commit("meta", {"v": b"1"}, metadata=metadata)
+    cp = db.get(ack.checkpoint_id)
+    assert json.loads(cp.metadata_json) == cp.metadata
+    assert cp.metadata_json == json.dumps(
+        cp.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    (stored,) = db.query(
+        "SELECT metadata FROM checkpoints WHERE checkpoint_id = ?", [ack.checkpoint_id]
+    ).rows[0]
+    assert cp.metadata_json == stored

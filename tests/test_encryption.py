@@ -566,6 +566,7 @@ def test_sealed_metadata_opens_with_the_key_and_shows_sealed_without(db_path: Pa
         assert not again.created and again.checkpoint_id == first.checkpoint_id  # idempotent
         cp = db.load("t/x").checkpoint
         assert cp.metadata == {"note": "MARKER-meta", "step": 1}
+        assert cp.metadata_json == '{"note":"MARKER-meta","step":1}'  # opened, canonical
         assert db.lineage("t/x")[0].metadata == {"note": "MARKER-meta", "step": 1}
         with pytest.raises(errors.InvalidMetadataError):
             db.commit("t/x", {"v": b"2"}, metadata={"ckptdb:sealed": 1})
@@ -575,6 +576,8 @@ def test_sealed_metadata_opens_with_the_key_and_shows_sealed_without(db_path: Pa
     with ckptdb.open(db_path) as keyless:
         (info,) = keyless.lineage("t/x")
         assert set(info.metadata) == {"ckptdb:sealed"}
+        shown = keyless.get(info.id)
+        assert shown.metadata_json == stored and json.loads(stored) == shown.metadata
         assert keyless.verify().ok  # ids are over what is stored: verifiable without the key
     # sealed metadata copied into a plaintext-metadata checkpoint row is caught (the id
     # covers the stored text), and a damaged seal does not open

@@ -8,7 +8,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import IO, Any
 
-from .. import errors, models, validation
+from .. import canonical, errors, models, validation
 from ..store import crypto
 from ..store.checkpoints import check_manifest
 from ..store.rows import CheckpointRow, EntryRow
@@ -35,6 +35,10 @@ def check_scope(handle: Handle, row: CheckpointRow, entries: list[EntryRow]) -> 
         checkpoint_id=row.id,
         reason="scope_mismatch",
     )
+
+
+#: How stored metadata sealed in a key scope begins (``{"ckptdb:sealed": ...}``).
+_SEALED_PREFIX = canonical.dumps({crypto.SEALED_METADATA: None})[:-5]
 
 
 class Checkpoint:
@@ -102,6 +106,15 @@ class Checkpoint:
         """A copy of the metadata given at commit (still sealed, ``{"ckptdb:sealed": ...}``,
         in a scope that seals metadata when this handle lacks its key)."""
         return json.loads(json.dumps(self._opened_metadata()))  # type: ignore[no-any-return]
+
+    @property
+    def metadata_json(self) -> str:
+        """The metadata as canonical JSON text (opened, like :attr:`metadata`): for a caller
+        that stores or forwards it, without building the copy :attr:`metadata` makes."""
+        text = self._row.metadata_json
+        if text.startswith(_SEALED_PREFIX):  # sealed: the opened value, written out
+            return canonical.dumps(self._opened_metadata())
+        return text  # ckptdb stores canonical JSON, and __init__ proved this parses
 
     @property
     def code_revision(self) -> str | None:

@@ -62,7 +62,7 @@ UNKNOWN = Unknown()
 class Loaded:
     """What one ckptdb checkpoint holds for LangGraph, verified, still serialized."""
 
-    metadata: str  # LangGraph's metadata, JSON text
+    metadata: str  # the ckptdb metadata, JSON text: LangGraph's is its "langgraph" member
     checkpoint: Typed  # the checkpoint; from envelope v2 on with channel values inside
     values: dict[str, Typed]  # inline channel values serialized apart
     blobs: dict[str, tuple[str, str]]  # channel -> (type, blob digest)

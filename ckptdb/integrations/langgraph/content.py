@@ -4,7 +4,6 @@ LangGraph checkpoint on every hand-out."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -73,9 +72,8 @@ class Content(SaverCore):
                 digest = cp.ref(entry).digest
                 blobs[digest] = next(channel_bytes)
                 refs[ch] = (type_, digest)
-            stored_meta = cp.metadata.get("langgraph")
             loaded = Loaded(
-                json.dumps(stored_meta if isinstance(stored_meta, dict) else {}),
+                cp.metadata_json,
                 env.checkpoint,
                 env.values,
                 refs,

@@ -53,13 +53,13 @@ class Publish(Threads):
         reason: str,
         *,
         state: ThreadState | None = None,
-        put: tuple[Encoded, Mapping[str, Any]] | None = None,
+        put: Encoded | None = None,
     ) -> CommitAck:
         """Commit ``entries`` as LangGraph checkpoint ``checkpoint_id`` of the pair, on its
         parent ``parent_id``; ``state``: the pair's cached state if the caller has it.
-        ``put``: a put's entries as encoded and its LangGraph metadata, remembered for the
-        next put (the blob of each channel) and for reads (the content, verified by
-        construction: the id is the digest of exactly these entries)."""
+        ``put``: a put's entries as encoded, remembered (with ``ck_meta``) for the next put
+        (the blob of each channel) and for reads (the content, verified by construction:
+        the id is the digest of exactly these entries)."""
         if state is None:
             state = self._cache.thread(thread_id, ns)
         # The first commit of this saver in a namespace registers it (or checks that the
@@ -120,11 +120,11 @@ class Publish(Threads):
                     thread_id, ns, ThreadState(namespace, True, last_put, channels, hints)
                 )
             else:
-                encoded, metadata = put
+                encoded = put
                 # JSON text only now that ckptdb accepted the metadata as JSON; the cache
                 # holds it as committed, whatever the caller does with its objects later.
                 loaded = Loaded(
-                    json.dumps(metadata),
+                    json.dumps(ck_meta),
                     encoded.checkpoint,
                     encoded.values,
                     encoded.refs,

@@ -338,7 +338,8 @@ class Reads(PendingWrites, Content):
             if content is None:
                 continue
             loaded, build = content
-            metadata = metadata_from_json(loaded.metadata, row.ckpt_id)
+            stored = metadata_from_json(loaded.metadata, row.ckpt_id).get("langgraph")
+            metadata = stored if isinstance(stored, dict) else {}
             if wanted and not all(metadata.get(k) == v for k, v in wanted.items()):
                 continue
             kept.append((row, build(), metadata))

@@ -67,7 +67,7 @@ class Writes(Publish, PendingWrites):
                     ck_meta,
                     "lg.put",
                     state=state,
-                    put=(encoded, md),
+                    put=encoded,
                 )
                 break
             except errors.BlobMissingError:
