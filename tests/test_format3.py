@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import ckptdb
 from ckptdb.connection.opening import open_connection
 from ckptdb.ops import migrate as migrate_op
-from ckptdb.store import checkpoints, migrations
+from ckptdb.store import entry_move, migrations
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v6.ckpt"
 
@@ -71,9 +71,9 @@ def _half_moved_v7(tmp_path: Path) -> tuple[Path, int]:
     conn = open_connection(str(path))
     try:
         migrate_op.apply_pending(conn, migrations.core_set(), lambda: int(time.time() * 1000))
-        seqs = checkpoints.unpacked_after(conn, 0, 10_000)
+        seqs = entry_move.unpacked_after(conn, 0, 10_000)
         with conn.write_transaction():
-            checkpoints.pack_entries(conn, seqs[: len(seqs) // 2])
+            entry_move.pack_entries(conn, seqs[: len(seqs) // 2])
     finally:
         conn.close()
     return path, len(seqs) - len(seqs) // 2
@@ -131,13 +131,13 @@ def test_the_move_runs_in_bounded_transactions(
     path, left = _half_moved_v7(tmp_path)
     monkeypatch.setattr(migrate_op, "MOVE_BATCH", 2)
     batches: list[int] = []
-    pack = checkpoints.pack_entries
+    pack = entry_move.pack_entries
 
     def counted(conn: object, seqs: list[int]) -> None:
         batches.append(len(seqs))
         pack(conn, seqs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(checkpoints, "pack_entries", counted)
+    monkeypatch.setattr(entry_move, "pack_entries", counted)
     conn = open_connection(str(path))
     try:
         assert migrate_op.move_entries(conn) == left

@@ -31,12 +31,9 @@ import fcntl
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import apsw
-
-if TYPE_CHECKING:
-    from .checkpointer import Checkpointer
 
 #: Tables Litestream creates in every database it replicates (known companions of the
 #: ckptdb schema). A file that holds them is, or was, replicated: ckptdb then leaves every
@@ -86,8 +83,23 @@ def replicator_running(database: str) -> bool:
     return False
 
 
+class Copier(Protocol):
+    """What the hook needs of a :class:`.checkpointer.Checkpointer` (the thread that runs
+    checkpoints off the committing thread)."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether it stopped (checkpoints then run inline)."""
+
+    def request(self) -> None:
+        """Ask for a checkpoint soon, without blocking."""
+
+    def wait_idle(self) -> None:
+        """Wait until no checkpoint is requested or running."""
+
+
 def wal_hook(
-    database: str, checkpointer: Checkpointer | None = None
+    database: str, checkpointer: Copier | None = None
 ) -> Callable[[apsw.Connection, str, int], int]:
     """A WAL hook that stands in for SQLite's automatic checkpoint (see module doc); with a
     ``checkpointer``, the checkpoint after a bulk commit (:data:`BULK_PAGES`) is handed to

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..store import checkpoints, pins, pointers, scopes, settings
+from ..store import checkpoint_scans, checkpoints, pins, pointers, scopes, settings
 from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
 from .gc import (
@@ -223,7 +223,7 @@ def prune(
 
     def select() -> list[tuple[int, str]]:
         out = []
-        for seq, cid, ns, meta in checkpoints.iter_metadata(conn):
+        for seq, cid, ns, meta in checkpoint_scans.iter_metadata(conn):
             if namespaces is not None and ns not in namespaces:
                 continue
             # Unreadable metadata cannot be matched: CorruptionError, nothing deleted.

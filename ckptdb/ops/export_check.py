@@ -35,7 +35,7 @@ from dataclasses import astuple
 
 from .. import canonical, errors, limits, validation
 from ..connection import Connection
-from ..store import checkpoints, pointers
+from ..store import checkpoint_scans, checkpoints, pointers
 from ..store.rows import CHECKPOINT_TYPES, CheckpointRow, EntryRow, PointerRow, check_types
 
 #: Largest stored metadata text considered at all: the most any handle may be opened to
@@ -191,7 +191,7 @@ def validate(
     found = _Findings(source)
     rows = list(rows)
     namespace_of: dict[str, str] = {}
-    for r in checkpoints.ids_with_namespaces(src):
+    for r in checkpoint_scans.ids_with_namespaces(src):
         if isinstance(r[0], str) and isinstance(r[1], str):
             namespace_of[r[0]] = r[1]
     generation_of = {r.id: (r.namespace, r.generation) for r in rows if isinstance(r.id, str)}

@@ -34,7 +34,7 @@ from typing import Any
 from .. import errors, models, validation
 from ..connection import Connection
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
-from ..store import blob_scans, checkpoints, pins, pointers, settings
+from ..store import blob_scans, checkpoint_scans, checkpoints, pins, pointers, settings
 from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
 from ..types import Progress
@@ -162,7 +162,7 @@ def mark(
         keep_all = protected | extra_keep
         for ns_id, items in _candidates(conn, chosen, lineage_only=True).items():
             keep_all |= kept_by_policy(chosen[ns_id], items, now_ms)
-        in_scope = checkpoints.seqs_in_namespaces(conn, sorted(chosen))
+        in_scope = checkpoint_scans.seqs_in_namespaces(conn, sorted(chosen))
         doomed = [s for s in in_scope if s not in keep_all]
         examined, kept = len(in_scope), len(in_scope) - len(doomed)
     else:
@@ -205,7 +205,7 @@ def _candidates(
     candidates: dict[int, list[Candidate]] = {ns: [] for ns in ns_ids}
     # One pass, positional arguments, no JSON unless a rule reads metadata: this loop runs
     # once per stored checkpoint of the namespaces in scope.
-    for seq, ns_id, generation, created, meta in checkpoints.iter_retention_candidates(
+    for seq, ns_id, generation, created, meta in checkpoint_scans.iter_retention_candidates(
         conn, ns_ids, with_metadata=with_meta, seqs=sorted(depths) if lineage_only else None
     ):
         candidates[ns_id].append(
@@ -239,7 +239,7 @@ def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms
     whose CURRENT is not stored keeps everything (:func:`_unrepaired`)."""
     stored = settings.stored_policies(conn)
     unrepaired = sorted(_unrepaired(conn) & set(namespaces.values()))
-    kept: set[int] = set(checkpoints.seqs_in_namespaces(conn, unrepaired))
+    kept: set[int] = set(checkpoint_scans.seqs_in_namespaces(conn, unrepaired))
     chosen: dict[int, RetentionPolicy] = {}
     for name, ns_id in namespaces.items():
         effective = stored.get(name, stored.get("*"))

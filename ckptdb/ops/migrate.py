@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import errors, files, limits, models
 from ..connection import Connection
-from ..store import checkpoints, migrations, settings
+from ..store import entry_move, migrations, settings
 from . import receipts as receipt_op
 from .unit import Clock, Unit, holds
 
@@ -42,7 +42,7 @@ def status(tx: Unit, path: str) -> models.MigrationStatus:
         pending = migrations.check_history(conn, core)
         version = migrations.user_version(conn)
         sets = migrations.applied_sets(conn)
-        to_move = checkpoints.count_unpacked(conn) if version >= PACKED_ENTRIES_VERSION else 0
+        to_move = entry_move.count_unpacked(conn) if version >= PACKED_ENTRIES_VERSION else 0
     return models.MigrationStatus(
         path=path,
         file_version=version,
@@ -181,9 +181,9 @@ def move_entries(conn: Connection) -> int:
     after = 0
     while True:
         with conn.write_transaction():
-            seqs = checkpoints.unpacked_after(conn, after, MOVE_BATCH)
+            seqs = entry_move.unpacked_after(conn, after, MOVE_BATCH)
             if seqs:
-                checkpoints.pack_entries(conn, seqs)
+                entry_move.pack_entries(conn, seqs)
         if not seqs:
             return moved
         moved += len(seqs)

@@ -17,7 +17,14 @@ from ..connection import (
     open_connection,
     open_probe,
 )
-from ..store import blob_scans, checkpoints, migrations, schema, settings
+from ..store import (
+    blob_scans,
+    checkpoint_scans,
+    entry_move,
+    migrations,
+    schema,
+    settings,
+)
 from ..store.scopes import KeyProvider, Keyring
 from . import migrate as migrate_op
 from .handle import Handle
@@ -98,7 +105,9 @@ def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, wr
 
     def stores_nothing() -> bool:
         stored = (
-            checkpoints.count(conn) + blob_scans.count_blobs(conn) + blob_scans.count_chunks(conn)
+            checkpoint_scans.count(conn)
+            + blob_scans.count_blobs(conn)
+            + blob_scans.count_chunks(conn)
         )
         return stored == 0 and not settings.has_chunk_size(conn)
 
@@ -199,7 +208,7 @@ def open_handle(
             else:
                 migrate_op.apply_pending(conn, core, clock)
             pending = []
-        if migrate_mode == "auto" and not readonly and not fresh and checkpoints.has_unmoved(conn):
+        if migrate_mode == "auto" and not readonly and not fresh and entry_move.has_unmoved(conn):
             # Schema 7's data step, begun by this open or left by an interrupted one.
             migrate_op.move_entries(conn)
         if not pending and not fresh:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import models
-from ..store import blob_scans, checkpoints, pointers, quotas
+from ..store import blob_scans, checkpoint_scans, pointers, quotas
 from .unit import Unit, reads
 
 
@@ -23,10 +23,10 @@ def collect(tx: Unit, path: str) -> models.Stats:
     chunk_size = tx.chunk_size
     counts = (
         pointers.count(conn),
-        checkpoints.count(conn),
+        checkpoint_scans.count(conn),
         blob_scans.count_blobs(conn),
         blob_scans.count_chunks(conn),
-        checkpoints.logical_bytes(conn),
+        checkpoint_scans.logical_bytes(conn),
         *blob_scans.stored_bytes(conn),
     )
     page_size = int(conn.pragma("page_size"))

@@ -19,7 +19,7 @@ from .. import errors, models, validation
 from ..canonical import chunk_list_digest
 from ..connection import Connection
 from ..files import fsync_directory
-from ..store import checkpoints, pointers
+from ..store import checkpoint_scans, checkpoints, pointers
 from ..store.encoding import EncodedChunk, decoded, verified_inline
 from ..store.receipts import store_receipt
 from ..store.rows import CheckpointRow, EntryRow, PointerRow, check_types
@@ -444,7 +444,7 @@ def import_from(
                     raise errors.NamespaceNotFoundError(
                         f"{source} has no namespace(s) {sorted(unknown)}"
                     )
-                rows = [r for r in checkpoints.all_rows(src) if r.namespace in wanted]
+                rows = [r for r in checkpoint_scans.all_rows(src) if r.namespace in wanted]
                 selected = [p for p in heads if p.namespace in wanted]
                 export_check.validate(src, os.path.abspath(source), selected, rows)
                 copier = _Copier(src_tx, dst_tx)

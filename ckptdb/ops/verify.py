@@ -13,6 +13,7 @@ from ..connection import Connection
 from ..store import (
     CORE_TABLES,
     blob_scans,
+    checkpoint_scans,
     checkpoints,
     encoding,
     migrations,
@@ -281,8 +282,8 @@ def _checkpoints(
     conn: Connection, bad_blobs: set[int], report: _Report, progress: PhaseProgress | None
 ) -> int:
     """Recompute every manifest id; name the entries whose blobs are bad."""
-    total = checkpoints.count(conn)
-    generations: dict[str, int] = checkpoints.generations(conn)
+    total = checkpoint_scans.count(conn)
+    generations: dict[str, int] = checkpoint_scans.generations(conn)
     checked = 0
     row: CheckpointRow | None = None
     current_seq: object = None
@@ -325,7 +326,7 @@ def _checkpoints(
                     digest=e.digest,
                 )
 
-    for r in checkpoints.iter_manifests(conn):
+    for r in checkpoint_scans.iter_manifests(conn):
         if r[0] != current_seq:
             current_seq = r[0]
             finish()
@@ -373,14 +374,14 @@ def _checkpoints(
 def _blob_refs(conn: Connection, report: _Report) -> None:
     """The ``blob_ref`` rows must match the packed entries (format 3): GC decides from
     them alone whether a blob is still used."""
-    for seq, blob_id in checkpoints.blob_refs_missing(conn):
+    for seq, blob_id in checkpoint_scans.blob_refs_missing(conn):
         report.add(
             "blob_ref_missing",
             f"checkpoint seq {seq} uses blob {blob_id} but no blob_ref row says so: a GC "
             "would delete the blob while the checkpoint needs it. Do not run gc on this "
             "file; restore it from a backup (or `ckptdb export` what you need first)",
         )
-    for seq, blob_id in checkpoints.blob_refs_stray(conn):
+    for seq, blob_id in checkpoint_scans.blob_refs_stray(conn):
         report.add(
             "blob_ref_stray",
             f"a blob_ref row says checkpoint seq {seq} uses blob {blob_id}, but none of its "

@@ -3,7 +3,8 @@
 | module | tables |
 | --- | --- |
 | :mod:`.blobs` | ``blob``, ``blob_chunk``, ``chunk``, ``chunk_data`` (with the modules it lists) |
-| :mod:`.checkpoints` | ``namespace``, ``checkpoint``, ``entry`` (and the one lineage walk) |
+| :mod:`.checkpoints` | ``namespace``, ``checkpoint``, ``blob_ref``, ``seq_high_water``, ``entry`` |
+| | (the one lineage walk; scans in :mod:`.checkpoint_scans`, moves in :mod:`.entry_move`) |
 | :mod:`.pointers` | ``pointer``, ``pointer_history`` |
 | :mod:`.receipts` | ``receipt`` |
 | :mod:`.pins` | ``pin`` |

@@ -1,22 +1,23 @@
 """The ``namespace``, ``checkpoint``, ``blob_ref``, ``seq_high_water`` and ``entry`` tables:
 immutable manifests and lineage.
 
-This module is the only code that reads or writes them (GC's batch deletes rows it lists,
-see :mod:`.gc_batch`), and holds the one lineage walk (parent links, each step to a
-strictly smaller generation so damaged links cannot loop).
+This module and its two companions are the only code that reads or writes them (GC's
+batch deletes rows it lists, see :mod:`.gc_batch`): the whole-table reads of verify, GC's
+mark, stats and transfer are in :mod:`.checkpoint_scans`, schema 7's move of ``entry`` rows
+in :mod:`.entry_move`. This module holds every read of one checkpoint, every write, and the
+one lineage walk (parent links, each step to a strictly smaller generation so damaged
+links cannot loop).
 
 Storage format 3 (schema version 7) packs a checkpoint's entries into its own row
 (``checkpoint.entries``, a JSON array of ``[name, blob_id, media_type, schema_pin]``, each
-without its trailing nulls, sorted
-by name) and records each entry's blob in ``blob_ref`` for GC. Rows stored before version 7
-keep ``entries`` NULL and their entries in ``entry`` until :func:`pack_entries` moves them;
-every read here takes both.
+without its trailing nulls, sorted by name) and records each entry's blob in ``blob_ref``
+for GC. Rows stored before version 7 keep ``entries`` NULL and their entries in ``entry``
+until :func:`.entry_move.pack_entries` moves them; every read here takes both.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from .. import canonical, errors, validation
@@ -29,14 +30,14 @@ _N = type(None)
 
 # The namespace name comes from a scalar subquery rather than a join: measured 3-4x faster
 # for these single-row lookups on every commit and load (docs/performance.md).
-_CHECKPOINT_COLUMNS = (
+CHECKPOINT_COLUMNS = (
     "c.seq, c.id, (SELECT name FROM namespace WHERE namespace_id = c.namespace_id),"
     " c.namespace_id, c.parent_id, c.generation, c.created_at_ms, c.metadata, c.entry_count,"
     " c.total_size, c.code_revision, c.label"
 )
 
 
-def _checkpoint(row: tuple[Any, ...]) -> CheckpointRow:
+def checkpoint_row(row: tuple[Any, ...]) -> CheckpointRow:
     return typed(CheckpointRow, row, CHECKPOINT_TYPES, "checkpoint row")
 
 
@@ -49,12 +50,12 @@ def checkpoint_by_id(
     manifest failed)."""
     where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
     row = conn.one(
-        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
+        f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
         (checkpoint_id,),
     )
     if row is None:
         return None
-    found = _checkpoint(row)
+    found = checkpoint_row(row)
     if scan:
         return found
     # SQLite trusts an index: a damaged entry of the id index leads to another row. When
@@ -78,13 +79,13 @@ def checkpoint_by_label(
     # NOT INDEXED: a unary + does not keep SQLite off the partial label index.
     source = "checkpoint c NOT INDEXED" if scan else "checkpoint c"
     row = conn.one(
-        f"SELECT {_CHECKPOINT_COLUMNS} FROM {source} WHERE c.namespace_id ="
+        f"SELECT {CHECKPOINT_COLUMNS} FROM {source} WHERE c.namespace_id ="
         " (SELECT namespace_id FROM namespace WHERE name = ?) AND c.label = ?",
         (namespace, label),
     )
     if row is None:
         return None
-    found = _checkpoint(row)
+    found = checkpoint_row(row)
     if found.namespace != namespace:
         check_namespace(namespace, found.namespace, found.id)
     # SQLite reads the label from the index that found the row: a damaged index entry
@@ -139,7 +140,7 @@ def _entry_source(listed: bool) -> str:
 
 
 _LISTED_ENTRIES = _entry_source(listed=True)
-_EVERY_ENTRY = _entry_source(listed=False)
+EVERY_ENTRY = _entry_source(listed=False)
 
 
 def _entries_with_blobs(conn: Connection, seqs: list[int]) -> list[Any]:
@@ -176,9 +177,9 @@ def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str,
         part = checkpoint_ids[start : start + 500]
         marks = ",".join("?" * len(part))
         for r in conn.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.id IN ({marks})", part
+            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoint c WHERE c.id IN ({marks})", part
         ):
-            row = _checkpoint(r)
+            row = checkpoint_row(r)
             found[row.id] = row
     return found
 
@@ -201,7 +202,7 @@ def manifests_by_ids(
         # entry (none: j.key is NULL) as _entry_row reads it: key, name, blob_id, digest,
         # size, media_type, schema_pin, chunk_count, scope_id.
         for r in conn.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS}, c.entries IS NULL, j.key,"
+            f"SELECT {CHECKPOINT_COLUMNS}, c.entries IS NULL, j.key,"
             " json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), b.digest, b.size,"
             " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), b.chunk_count,"
             " b.scope_id FROM checkpoint c LEFT JOIN json_each(CASE WHEN c.entries IS NULL"
@@ -212,7 +213,7 @@ def manifests_by_ids(
         ):
             cid = r[1]
             if cid not in found:
-                row = _checkpoint(r[:width])
+                row = checkpoint_row(r[:width])
                 found[cid] = (row, [])
                 if r[width]:
                     unmoved[row.seq] = cid
@@ -312,11 +313,11 @@ def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[C
     """``start_id`` and its stored ancestors, newest first (stops where GC pruned)."""
     rows = conn.execute(
         _walk("SELECT seq, parent_id, generation FROM checkpoint WHERE id = :start", limited=True)
-        + f" SELECT {_CHECKPOINT_COLUMNS} FROM walk w JOIN checkpoint c ON c.seq = w.seq"
+        + f" SELECT {CHECKPOINT_COLUMNS} FROM walk w JOIN checkpoint c ON c.seq = w.seq"
         " ORDER BY w.depth",
         {"start": start_id, "limit": -1 if limit is None else limit},
     )
-    return [_checkpoint(r) for r in rows]
+    return [checkpoint_row(r) for r in rows]
 
 
 def depths_from_current(
@@ -608,62 +609,6 @@ def namespaces_by_name(conn: Connection) -> dict[str, int]:
     return out
 
 
-_CANDIDATE_TYPES: tuple[Any, ...] = (int, int, int, int, (str, _N))
-
-
-def iter_retention_candidates(
-    conn: Connection,
-    namespace_ids: list[int],
-    *,
-    with_metadata: bool,
-    seqs: Iterable[int] | None = None,
-) -> Iterator[tuple[int, int, int, int, str | None]]:
-    """(seq, namespace_id, generation, created_at_ms, metadata or None) of every checkpoint
-    of the given namespaces (with ``seqs``: only of those checkpoints), type-checked."""
-    only = "" if seqs is None else " AND seq IN (SELECT value FROM json_each(?))"
-    listed = () if seqs is None else (json.dumps([int(s) for s in seqs]),)
-    for start in range(0, len(namespace_ids), 500):
-        part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for row in conn.iterate(
-            "SELECT seq, namespace_id, generation, created_at_ms,"
-            f" {'metadata' if with_metadata else 'NULL'} FROM checkpoint"
-            f" WHERE namespace_id IN ({marks}){only}",
-            (*part, *listed),
-        ):
-            # The check of check_types, inlined: GC reads every candidate row (100,000 at a
-            # time), and the generic loop was a third of the mark phase. apsw returns exact
-            # ints and strs (never a subclass), so ``type(...) is`` is the same test.
-            seq, namespace_id, generation, created, meta = row
-            if not (
-                type(seq) is int
-                and type(namespace_id) is int
-                and type(generation) is int
-                and type(created) is int
-                and (meta is None or type(meta) is str)
-            ):
-                check_types(row, _CANDIDATE_TYPES, "checkpoint row")  # raises CorruptionError
-            yield row
-
-
-def seqs_in_namespaces(conn: Connection, namespace_ids: list[int]) -> list[int]:
-    """The seqs of every checkpoint of the given namespaces (GC's mark: one integer column
-    from the per-namespace index, no row decoding)."""
-    out: list[int] = []
-    for start in range(0, len(namespace_ids), 500):
-        part = namespace_ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        # One JSON array rather than a row per seq: json.loads builds the list in C, half
-        # the cost of fetching 100,000 one-column rows. ``seq`` is the rowid: always an
-        # integer, so no type check is needed.
-        listed = conn.scalar(
-            f"SELECT json_group_array(seq) FROM checkpoint WHERE namespace_id IN ({marks})",
-            part,
-        )
-        out.extend(json.loads(listed))
-    return out
-
-
 def seqs_of_namespace(conn: Connection, namespace_id: int) -> list[tuple[int, str]]:
     """(seq, id) of every checkpoint of a namespace."""
     return [
@@ -672,21 +617,6 @@ def seqs_of_namespace(conn: Connection, namespace_id: int) -> list[tuple[int, st
             "SELECT seq, id FROM checkpoint WHERE namespace_id = ?", (namespace_id,)
         )
     ]
-
-
-def iter_metadata(conn: Connection) -> Iterator[tuple[int, str, str, str]]:
-    """(seq, id, namespace, metadata JSON) of every checkpoint."""
-    for row in conn.iterate(
-        "SELECT c.seq, c.id, n.name, c.metadata FROM checkpoint c"
-        " JOIN namespace n ON n.namespace_id = c.namespace_id"
-    ):
-        check_types(row, (int, str, str, str), "checkpoint row")
-        yield row
-
-
-def all_rows(conn: Connection) -> list[CheckpointRow]:
-    """Every checkpoint row (for import), type-checked."""
-    return [_checkpoint(r) for r in conn.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoint c")]
 
 
 def delete_namespace_if_empty(conn: Connection, namespace_id: int) -> None:
@@ -703,116 +633,3 @@ def namespace_name(conn: Connection, namespace_id: int) -> str | None:
     """The name of a namespace id."""
     value = conn.scalar("SELECT name FROM namespace WHERE namespace_id = ?", (namespace_id,))
     return None if value is None else str(value)
-
-
-def count(conn: Connection) -> int:
-    """Number of stored checkpoints."""
-    return int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
-
-
-def generations(conn: Connection) -> dict[Any, Any]:
-    """id -> generation of every checkpoint (as stored; for verify's lineage check)."""
-    return dict(conn.execute("SELECT id, generation FROM checkpoint"))
-
-
-def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
-    """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
-    none once), ordered by checkpoint then entry name, values as stored (for verify):
-    the 10 checkpoint columns, the 8 entry columns, then ``code_revision`` and ``label``."""
-    return conn.iterate(
-        "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
-        " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
-        " e.name, e.blob_id, b.digest, b.size, e.media_type, e.schema_pin, b.chunk_count,"
-        " b.scope_id, c.code_revision, c.label"
-        " FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
-        f" LEFT JOIN ({_EVERY_ENTRY}) e ON e.checkpoint_seq = c.seq"
-        " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
-    )
-
-
-def blob_refs_missing(conn: Connection) -> list[tuple[Any, Any]]:
-    """(checkpoint_seq, blob_id) of every packed entry without its ``blob_ref`` row (GC
-    would not see that the entry uses the blob)."""
-    return conn.execute(
-        "SELECT c.seq, json_extract(j.value, '$[1]') FROM checkpoint c, json_each(c.entries) j"
-        " WHERE c.entries IS NOT NULL AND json_valid(c.entries) AND NOT EXISTS (SELECT 1"
-        " FROM blob_ref r WHERE r.blob_id = json_extract(j.value, '$[1]')"
-        " AND r.checkpoint_seq = c.seq) ORDER BY 1"
-    )
-
-
-def blob_refs_stray(conn: Connection) -> list[tuple[Any, Any]]:
-    """(checkpoint_seq, blob_id) of every ``blob_ref`` row no packed entry accounts for
-    (it only keeps a blob from being collected)."""
-    return conn.execute(
-        "SELECT r.checkpoint_seq, r.blob_id FROM blob_ref r WHERE NOT EXISTS (SELECT 1"
-        " FROM checkpoint c, json_each(CASE WHEN json_valid(c.entries) THEN c.entries"
-        " ELSE '[]' END) j WHERE c.seq = r.checkpoint_seq"
-        " AND json_extract(j.value, '$[1]') = r.blob_id) ORDER BY 1"
-    )
-
-
-# -- moving format-2 rows (schema version 7's data step) ------------------------------
-
-
-def unpacked_after(conn: Connection, after_seq: int, limit: int) -> list[int]:
-    """Up to ``limit`` seqs above ``after_seq`` whose entries are still in ``entry`` (a
-    range over the rowid: a batch costs what it moves, not the size of the table)."""
-    return [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT seq FROM checkpoint WHERE seq > ? AND entries IS NULL ORDER BY seq LIMIT ?",
-            (after_seq, limit),
-        )
-    ]
-
-
-def has_unmoved(conn: Connection) -> bool:
-    """Whether any entry is still stored in the format-2 ``entry`` table (one probe)."""
-    return conn.one("SELECT 1 FROM entry LIMIT 1") is not None
-
-
-def count_unpacked(conn: Connection) -> int:
-    """How many checkpoints still keep their entries in ``entry`` (one scan)."""
-    return int(conn.scalar("SELECT count(*) FROM checkpoint WHERE entries IS NULL") or 0)
-
-
-def pack_entries(conn: Connection, seqs: list[int]) -> None:
-    """Move the entries of these checkpoints from ``entry`` into their rows and
-    ``blob_ref``, inside the caller's transaction (each call is complete on its own: a
-    row is either moved with its references or untouched). Rows are moved as stored:
-    damage is carried over for ``verify`` to report, and a reference to a blob that does
-    not exist gets no ``blob_ref`` row (its foreign key)."""
-    listed = json.dumps(seqs)
-    conn.execute(
-        "UPDATE checkpoint SET entries = (SELECT json_group_array(CASE WHEN"
-        " e.media_type IS NULL AND e.schema_pin IS NULL THEN json_array(e.name, e.blob_id)"
-        " ELSE json_array(e.name, e.blob_id, e.media_type, e.schema_pin) END"
-        " ORDER BY e.name) FROM entry e"
-        " WHERE e.checkpoint_seq = checkpoint.seq)"
-        " WHERE seq IN (SELECT value FROM json_each(?1)) AND entries IS NULL",
-        (listed,),
-    )
-    conn.execute(
-        "INSERT OR IGNORE INTO blob_ref (blob_id, checkpoint_seq)"
-        " SELECT e.blob_id, e.checkpoint_seq FROM entry e"
-        " WHERE e.checkpoint_seq IN (SELECT value FROM json_each(?1))"
-        " AND EXISTS (SELECT 1 FROM blob b WHERE b.blob_id = e.blob_id)",
-        (listed,),
-    )
-    conn.execute(
-        "DELETE FROM entry WHERE checkpoint_seq IN (SELECT value FROM json_each(?1))",
-        (listed,),
-    )
-
-
-def logical_bytes(conn: Connection) -> int:
-    """Sum of every checkpoint's total size (what the checkpoints hold, before dedup)."""
-    return int(conn.scalar("SELECT coalesce(sum(total_size), 0) FROM checkpoint") or 0)
-
-
-def ids_with_namespaces(conn: Connection) -> list[tuple[Any, ...]]:
-    """(id, namespace name) of every checkpoint, values as stored (for import checks)."""
-    return conn.execute(
-        "SELECT c.id, n.name FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
-    )

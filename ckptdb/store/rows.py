@@ -14,7 +14,7 @@ from .. import canonical, errors
 
 T = TypeVar("T")
 _N = type(None)
-#: the checkpoint columns as read (store/checkpoints._CHECKPOINT_COLUMNS), in order
+#: the checkpoint columns as read (store/checkpoints.CHECKPOINT_COLUMNS), in order
 CHECKPOINT_TYPES: tuple[Any, ...] = (
     *(int, str, str, int, (str, _N), int, int, str, int, int),
     (str, _N),  # code_revision (schema v5)
