@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 from conftest import raw_sql
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ckptdb
 from ckptdb import errors
+from ckptdb.ops import gc
 from ckptdb.retention import RetentionPolicy
 from ckptdb.store.gc_batch import GcBatch
 
@@ -245,3 +248,43 @@ def test_gc_keeps_every_checkpoint_of_a_namespace_whose_current_is_missing(
         ) == [(5,)]
         db.set_current("ns", ids[-2])
         assert db.gc(RetentionPolicy(keep_last=2), grace=0).checkpoints_deleted == 3
+
+
+@given(
+    commits=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=14),
+    pinned=st.lists(st.integers(0, 13), max_size=3),
+    crossed=st.booleans(),
+    asked=st.lists(st.integers(0, 13), max_size=10),
+)
+@settings(max_examples=40, deadline=None)
+def test_the_protection_of_a_few_checkpoints_equals_the_whole_files(
+    tmp_path_factory: pytest.TempPathFactory,
+    commits: list[str],
+    pinned: list[int],
+    crossed: bool,
+    asked: list[int],
+) -> None:
+    """A deletion asks which of *its* checkpoints are protected (one statement) instead of
+    reading every pointer of the file: the answer must be the whole-file answer, restricted
+    -- including a damaged pointer that names another namespace's checkpoint."""
+    path = tmp_path_factory.mktemp("protect") / "p.ckpt"
+    with ckptdb.open(path) as db:
+        acks = [db.commit(ns, {"v": str(i).encode()}) for i, ns in enumerate(commits)]
+        for n, k in enumerate(sorted(set(pinned))):
+            if k < len(acks):
+                db.pin(acks[k].checkpoint_id, f"pin{n}")
+    seqs = [_seq(path, a.checkpoint_id) for a in acks]
+    if crossed and len(set(commits)) > 1:
+        # The fallback of one namespace set to a checkpoint of another (damage).
+        other = next(i for i, ns in enumerate(commits) if ns != commits[-1])
+        raw_sql(
+            path,
+            "UPDATE pointer SET fallback_seq = ? WHERE namespace_id ="
+            " (SELECT namespace_id FROM namespace WHERE name = ?)",
+            (seqs[other], commits[-1]),
+        )
+    wanted = [seqs[k] for k in asked if k < len(seqs)] + [max(seqs) + 1]
+    with ckptdb.open(path, readonly=True) as db:
+        conn = db._handle.store.conn
+        with conn.read_transaction():
+            assert gc.protected_among(conn, wanted) == gc.protected_seqs(conn) & set(wanted)

@@ -21,7 +21,7 @@ from .gc import (
     bulk_delete_settings,
     delete_batch,
     estimate,
-    protected_seqs,
+    protected_among,
     receipt_ids,
     reclaim,
     sweep,
@@ -54,7 +54,7 @@ def delete_selected(
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     with conn.read_transaction():
         rows = select()
-        protected = protected_seqs(conn) - exempt()
+        protected = protected_among(conn, [seq for seq, _ in rows]) - exempt()
     skipped = [
         models.Rejection(
             checkpoint_id=cid, code="protected", detail="CURRENT, fallback or pinned; kept"

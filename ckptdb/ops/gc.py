@@ -101,6 +101,12 @@ def _unrepaired(conn: Connection) -> set[int]:
     return {ns for ns, role, _seq in pointers.dangling(conn) if role == "current"}
 
 
+def protected_among(conn: Connection, seqs: list[int]) -> set[int]:
+    """The CURRENT, fallback and pinned checkpoints among ``seqs``: what a deletion of
+    those seqs must keep, read without scanning every pointer of the file."""
+    return pointers.protected_among(conn, seqs) | pins.pinned_among(conn, seqs)
+
+
 def protected_seqs(conn: Connection) -> set[int]:
     """Every CURRENT, fallback and pinned checkpoint (seqs): what no deletion takes. A
     quota's eviction asks this (and :func:`kept_by_stored_policies`) what it must keep."""
@@ -309,7 +315,7 @@ def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
     last touched after ``cutoff_ms`` are kept (a publish in flight may be staging them); a
     later GC collects them once they are orphans."""
     # Re-check protection inside the transaction: CURRENT or a pin may have moved.
-    protected = _protected(conn)
+    protected = protected_among(conn, seqs)
     with GcBatch.open(conn, [s for s in seqs if s not in protected]) as batch:
         # Candidate blobs must be listed before their entries go.
         batch.list_blobs()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import errors, models
@@ -109,6 +110,21 @@ def protected_seqs(conn: Connection) -> set[int]:
     """Seqs of every pinned checkpoint."""
     out: set[int] = set()
     for row in conn.execute("SELECT checkpoint_seq FROM pin"):
+        check_types(row, (int,), "pin row")
+        out.add(row[0])
+    return out
+
+
+def pinned_among(conn: Connection, seqs: list[int]) -> set[int]:
+    """The seqs among ``seqs`` that a pin holds (one indexed lookup each)."""
+    if not seqs:
+        return set()
+    out: set[int] = set()
+    for row in conn.execute(
+        "SELECT DISTINCT checkpoint_seq FROM pin"
+        " WHERE checkpoint_seq IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(set(seqs))),),
+    ):
         check_types(row, (int,), "pin row")
         out.add(row[0])
     return out

@@ -8,6 +8,7 @@ chains to the previous move; the newest history row of a namespace equals its po
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import canonical, errors
@@ -293,6 +294,27 @@ def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int
         check_types(row, (int, (int, type(None))), "pointer row")
         protected.update(v for v in row if v is not None)
     return protected
+
+
+def protected_among(conn: Connection, seqs: list[int]) -> set[int]:
+    """The seqs among ``seqs`` that a CURRENT or fallback names -- any namespace's pointer:
+    a damaged one may name another namespace's checkpoint, and that one is kept too. One
+    statement whatever the number of namespaces (a deletion of one LangGraph thread no
+    longer reads every pointer of the file)."""
+    if not seqs:
+        return set()
+    wanted = set(seqs)
+    listed = json.dumps(sorted(wanted))
+    found: set[int] = set()
+    for row in conn.execute(
+        "SELECT current_seq, fallback_seq FROM pointer"
+        " WHERE current_seq IN (SELECT value FROM json_each(?1))"
+        " OR fallback_seq IN (SELECT value FROM json_each(?1))",
+        (listed,),
+    ):
+        check_types(row, (int, (int, type(None))), "pointer row")
+        found.update(v for v in row if v is not None)
+    return found & wanted
 
 
 def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:
