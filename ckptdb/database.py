@@ -781,14 +781,28 @@ class Database:
         return encryption_op.list_scopes(self._handle)
 
     def drop_namespace(
-        self, namespace: str, *, force: bool = False, dry_run: bool = False
+        self,
+        namespace: str,
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+        on_drop: Callable[[Session], None] | None = None,
     ) -> models.PruneReport:
         """Delete a namespace: its CURRENT pointer, its history and every checkpoint of it
         (then the blobs nothing else uses). A namespace with pinned checkpoints is refused
         with ProtectedError unless ``force`` (which removes those pins). Interrupted, it can
-        simply be run again. A receipt is stored."""
+        simply be run again. A receipt is stored.
+
+        ``on_drop``: an integration's hook, called with a session confined to its own
+        tables inside the transaction that completes the drop, so that its rows about the
+        namespace go in the same commit (a namespace already gone: in a transaction of its
+        own). Not called on a dry run, nor when the drop is refused."""
         ns = validation.namespace(namespace)
-        return deletion_op.drop_namespace(self._handle, ns, force=force, dry_run=dry_run)
+        if on_drop is not None and not callable(on_drop):
+            raise errors.InvalidInputError("on_drop must be a callable taking a session")
+        return deletion_op.drop_namespace(
+            self._handle, ns, force=force, dry_run=dry_run, on_drop=on_drop
+        )
 
     def prune(
         self,

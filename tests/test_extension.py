@@ -67,6 +67,65 @@ def test_on_publish_rows_commit_atomically_with_the_checkpoint(
         assert s.changes() == 1
 
 
+def _ext_namespaces(db: ckptdb.Database, tmp_path: Path) -> None:
+    db.apply_migration_set(
+        "ext",
+        _migrations(
+            tmp_path, ("0001_t.sql", "CREATE TABLE ext_ns (name TEXT PRIMARY KEY) STRICT;")
+        ),
+    )
+    with db.write_session() as s:
+        s.execute("INSERT INTO ext_ns VALUES ('ns'), ('gone')")
+
+
+def _ext_rows(db: ckptdb.Database) -> list[str]:
+    with db.read_session() as s:
+        return [str(r[0]) for r in s.execute("SELECT name FROM ext_ns ORDER BY name")]
+
+
+def test_on_drop_rows_go_in_the_drops_transaction(db: ckptdb.Database, tmp_path: Path) -> None:
+    _ext_namespaces(db, tmp_path)
+    db.commit("ns", {"a": b"1"})
+    db.commit("ns", {"a": b"2"})
+
+    def forget(session: ckptdb.Session) -> None:
+        session.execute("DELETE FROM ext_ns WHERE name = 'ns'")
+
+    db.drop_namespace("ns", dry_run=True, on_drop=forget)
+    assert _ext_rows(db) == ["gone", "ns"]  # a dry run calls no hook
+    report = db.drop_namespace("ns", on_drop=forget)
+    assert report.checkpoints_deleted == 2
+    assert db.current("ns") is None and _ext_rows(db) == ["gone"]
+    # A namespace already gone (an earlier drop interrupted before the integration's rows
+    # went): the hook still runs, in a transaction of its own.
+    db.drop_namespace("gone", on_drop=lambda s: s.execute("DELETE FROM ext_ns"))
+    assert _ext_rows(db) == []
+
+
+def test_a_failing_or_overreaching_on_drop_rolls_the_whole_drop_back(
+    db: ckptdb.Database, tmp_path: Path
+) -> None:
+    _ext_namespaces(db, tmp_path)
+    ack = db.commit("ns", {"a": b"1"})
+
+    def failing(session: ckptdb.Session) -> None:
+        session.execute("DELETE FROM ext_ns")
+        raise RuntimeError("integration failed")
+
+    def overreaching(session: ckptdb.Session) -> None:
+        session.execute("DELETE FROM pin")  # a core table: refused
+
+    with pytest.raises(RuntimeError):
+        db.drop_namespace("ns", on_drop=failing)
+    with pytest.raises(errors.IntegrationWriteRefusedError):
+        db.drop_namespace("ns", on_drop=overreaching)
+    kept = db.current("ns")
+    assert kept is not None and kept.id == ack.checkpoint_id and kept.read("a") == b"1"
+    assert _ext_rows(db) == ["gone", "ns"]
+    with pytest.raises(errors.InvalidInputError):
+        db.drop_namespace("ns", on_drop="not callable")  # type: ignore[arg-type]
+
+
 def test_commit_on_a_base_branches_from_an_older_checkpoint(db: ckptdb.Database) -> None:
     a = db.commit("ns", {"s": b"1"})
     b = db.commit("ns", {"s": b"2"})

@@ -327,3 +327,31 @@ def test_get_tuple_of_a_sealed_thread_is_consistent_when_it_is_deleted_between_r
             assert found is not None  # what one snapshot held, its sealed write opened
             assert found.checkpoint["channel_values"]["x"] == 2
             assert [w[2] for w in found.pending_writes or []] == [2]
+
+
+def test_delete_thread_is_one_transaction_with_the_ckptdb_drop(tmp_path: Path) -> None:
+    # The saver's rows, registration and activity go in the commit that drops the
+    # namespace: never a moment where one is gone and the other not.
+    path = tmp_path / "del.ckpt"
+    with CkptdbSaver(path) as saver:
+        _chain(saver, 5, "doomed")
+        _chain(saver, 2, "kept")
+        raw = saver.db._handle.store.conn._raw
+        began: list[str] = []
+
+        def trace(_cursor: Any, sql: str, _bindings: Any) -> bool:
+            if sql.lstrip().upper().startswith("BEGIN IMMEDIATE"):
+                began.append(sql)
+            return True
+
+        raw.exec_trace = trace
+        saver.delete_thread("doomed")
+        raw.exec_trace = None
+        assert len(began) == 1, began
+        assert saver.get_tuple(cfg("doomed")) is None
+        assert saver.get_tuple(cfg("kept")) is not None
+        with saver.db.read_session() as s:
+            for table in ("lg_checkpoint", "lg_write", "lg_thread"):
+                assert s.scalar(f"SELECT count(*) FROM {table} WHERE thread_id = 'doomed'") == 0
+            assert s.scalar("SELECT count(*) FROM lg_namespace WHERE thread_id = 'doomed'") == 0
+        assert saver.db.verify().ok

@@ -11,7 +11,16 @@ from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..store import checkpoint_scans, checkpoints, pins, pointers, scopes, settings
+from ..extension import Session
+from ..store import (
+    CORE_TABLES,
+    checkpoint_scans,
+    checkpoints,
+    pins,
+    pointers,
+    scopes,
+    settings,
+)
 from ..store.gc_batch import GcBatch
 from ..store.receipts import store_receipt
 from .gc import (
@@ -145,15 +154,30 @@ def _store_deletion_receipt(
     )
 
 
+#: An integration's hook run in the transaction that drops a namespace (``on_drop``).
+DropHook = Callable[[Session], None]
+
+
 def drop_namespace(
-    handle: Handle, namespace: str, *, force: bool, dry_run: bool
+    handle: Handle,
+    namespace: str,
+    *,
+    force: bool,
+    dry_run: bool,
+    on_drop: DropHook | None = None,
 ) -> models.PruneReport:
     """See :meth:`ckptdb.Database.drop_namespace`: a namespace already dropped (or never
-    there) is nothing to do, which is success."""
+    there) is nothing to do, which is success (``on_drop`` then runs in a transaction of
+    its own: the integration's rows may outlive an earlier, interrupted drop)."""
     with holding(handle, write=not dry_run) as tx:
         try:
-            return drop_namespace_in(tx, namespace, force=force, dry_run=dry_run)
+            return drop_namespace_in(
+                tx, namespace, force=force, dry_run=dry_run, on_drop=on_drop
+            )
         except errors.NamespaceNotFoundError:
+            if on_drop is not None and not dry_run:
+                with tx.conn.write_transaction():
+                    _run_drop_hook(tx.conn, on_drop)
             return models.PruneReport(
                 kind="drop_namespace",
                 dry_run=dry_run,
@@ -170,9 +194,10 @@ def drop_namespace(
 
 
 def drop_namespace_in(
-    tx: Unit, namespace: str, *, force: bool, dry_run: bool
+    tx: Unit, namespace: str, *, force: bool, dry_run: bool, on_drop: DropHook | None = None
 ) -> models.PruneReport:
-    """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none)."""
+    """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none);
+    ``on_drop`` runs in the transaction that stores the receipt (not on a dry run)."""
     conn = tx.conn
     ns_id = checkpoints.namespace_id(conn, namespace)
     if ns_id is None:
@@ -196,6 +221,8 @@ def drop_namespace_in(
     def epilogue() -> None:
         checkpoints.delete_namespace_if_empty(conn, ns_id)
         settings.clear_policy(conn, namespace)
+        if on_drop is not None:
+            _run_drop_hook(conn, on_drop)
 
     return delete_selected(
         tx,
@@ -208,6 +235,13 @@ def drop_namespace_in(
         prologue=prologue,
         epilogue=epilogue,
     )
+
+
+def _run_drop_hook(conn: Connection, hook: DropHook) -> None:
+    """An integration's ``on_drop`` hook, inside the caller's write transaction, confined
+    to the integration's own tables (as ``on_publish`` is)."""
+    with conn.integration_session(CORE_TABLES) as session:
+        hook(session)
 
 
 @holds(write=True)

@@ -4,7 +4,7 @@ file let share a namespace."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import RetentionPolicy, errors
@@ -181,9 +181,16 @@ class Maintenance(Threads):
         if self._drop_checkpoints(namespace, thread_id, ns):
             self._unregister(namespace, thread_id, ns)
 
-    def _drop_checkpoints(self, namespace: str, thread_id: str, ns: str) -> bool:
-        """Drop the ckptdb namespace of a pair (one ckptdb transaction); False when it must
-        stay (it holds another pair's checkpoints, or pinned ones), True when it is gone."""
+    def _drop_checkpoints(
+        self,
+        namespace: str,
+        thread_id: str,
+        ns: str,
+        on_drop: Callable[[Session], None] | None = None,
+    ) -> bool:
+        """Drop the ckptdb namespace of a pair (one ckptdb transaction, which ``on_drop``
+        joins); False when it must stay (it holds another pair's checkpoints, or pinned
+        ones), True when it is gone."""
         if self._shared_pending and self._holds_others(namespace, thread_id, ns):
             log.warning(
                 "kept ckptdb namespace %s: it still holds checkpoints of another LangGraph "
@@ -194,9 +201,7 @@ class Maintenance(Threads):
             return False
         self._cache.forget_thread(thread_id, ns)
         try:
-            self.db.drop_namespace(namespace)
-        except errors.NamespaceNotFoundError:
-            pass  # already dropped (an earlier, interrupted delete): only unregister it
+            self.db.drop_namespace(namespace, on_drop=on_drop)
         except errors.ProtectedError as exc:
             log.warning("kept ckptdb namespace %s: %s", namespace, exc)
             return False
@@ -207,20 +212,42 @@ class Maintenance(Threads):
         give the space back. Pinned checkpoints (pinned by an operator with ``ckptdb pin``)
         stay in ckptdb, but LangGraph no longer sees them.
 
-        Two write transactions for a thread of one checkpoint namespace: ckptdb drops the
-        namespace (its checkpoints, pointer and the blobs only it used), then the saver's
-        rows, registration and activity record (``lg_thread``) go together. Interrupted
-        between the two, the rows name checkpoints that are gone (reads skip those) and the
-        registration lets the next ``delete_thread`` finish the job."""
+        One write transaction for a thread of one checkpoint namespace: ckptdb drops the
+        namespace (its checkpoints, pointer and the blobs only it used) and, in the same
+        commit, the saver's rows, registration and activity record (``lg_thread``) go. A
+        thread of several namespaces takes one per namespace; interrupted between them, the
+        next ``delete_thread`` finishes the job (the rows left name namespaces still
+        there)."""
         tid = str(thread_id)
         namespaces = self._namespaces(tid)
-        dropped = [(n, ns) for n, ns in namespaces if self._drop_checkpoints(n, tid, ns)]
-        with self.db.write_session() as s:
-            s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
-            s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
-            for namespace, _ in dropped:
+        finished = False
+
+        def forget(namespace: str, ns: str, last: bool) -> Callable[[Session], None]:
+            def hook(s: Session) -> None:
+                nonlocal finished
+                if last:  # every row of the thread, kept namespaces' too, and its activity
+                    s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
+                    s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
+                    activity.forget(s, tid)
+                else:
+                    pair = (tid, ns)
+                    where = " WHERE thread_id = ? AND checkpoint_ns = ?"
+                    s.execute("DELETE FROM lg_checkpoint" + where, pair)
+                    s.execute("DELETE FROM lg_write" + where, pair)
                 s.execute("DELETE FROM lg_namespace WHERE namespace = ?", (namespace,))
-            activity.forget(s, tid)
+                finished = last
+
+            return hook
+
+        for i, (namespace, ns) in enumerate(namespaces):
+            self._drop_checkpoints(
+                namespace, tid, ns, on_drop=forget(namespace, ns, i == len(namespaces) - 1)
+            )
+        if not finished:  # no namespace, or the last one was kept
+            with self.db.write_session() as s:
+                s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
+                s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
+                activity.forget(s, tid)
         self._cache.put_touched(tid, None)
         for _, ns in namespaces:
             self._cache.forget_thread(tid, ns)
