@@ -13,7 +13,7 @@ from . import _layout, activity
 from ._core import log
 from .content import channels_inside
 from .rows import CHECKPOINT_COLUMNS, CheckpointRow, batches, checkpoint_row
-from .threads import Threads, register
+from .threads import Threads, register, unregister
 
 #: Pointer moves prune keeps per namespace (LangGraph never reads ckptdb's history).
 PRUNE_KEEP_HISTORY = 16
@@ -177,9 +177,11 @@ class Maintenance(Threads):
         return found is not None
 
     def _drop(self, namespace: str, thread_id: str, ns: str) -> None:
-        """Drop a ckptdb namespace whose LangGraph rows are gone, then unregister it."""
-        if self._drop_checkpoints(namespace, thread_id, ns):
-            self._unregister(namespace, thread_id, ns)
+        """Drop a ckptdb namespace whose LangGraph rows are gone and unregister it, in one
+        transaction."""
+        self._drop_checkpoints(
+            namespace, thread_id, ns, on_drop=lambda s: unregister(s, namespace, thread_id, ns)
+        )
 
     def _drop_checkpoints(
         self,

@@ -71,6 +71,16 @@ def register(session: Session, namespace: str, thread_id: str, ns: str) -> None:
     check_owner(session, namespace, thread_id, ns)
 
 
+def unregister(session: Session, namespace: str, thread_id: str, ns: str) -> None:
+    """Remove the pair's registration of ``namespace`` unless it has rows again, in the
+    caller's write transaction."""
+    session.execute(
+        "DELETE FROM lg_namespace WHERE namespace = ? AND NOT EXISTS (SELECT 1 FROM"
+        " lg_checkpoint WHERE thread_id = ? AND checkpoint_ns = ?)",
+        (namespace, thread_id, ns),
+    )
+
+
 class Threads(SaverCore):
     """The thread -> namespace mapping and each namespace's key scope."""
 
@@ -130,15 +140,6 @@ class Threads(SaverCore):
             ):
                 registered.setdefault(str(ns), _layout.namespace_for(thread_id, str(ns)))
         return sorted((namespace, ns) for ns, namespace in registered.items())
-
-    def _unregister(self, namespace: str, thread_id: str, ns: str) -> None:
-        """Remove the pair's registration of ``namespace`` unless it has rows again."""
-        with self.db.write_session() as s:
-            s.execute(
-                "DELETE FROM lg_namespace WHERE namespace = ? AND NOT EXISTS (SELECT 1 FROM"
-                " lg_checkpoint WHERE thread_id = ? AND checkpoint_ns = ?)",
-                (namespace, thread_id, ns),
-            )
 
     def _sealer(self, namespace: str) -> RecordSealer | None:
         """The record sealer of ``namespace``'s key scope (None: not encrypted)."""
