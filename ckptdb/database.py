@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from . import errors, models, references, validation
+from . import errors, load_checks, models, references, validation
 from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
 from .extension import RecordSealer, Session
 from .ops import checkout as checkout_op
@@ -550,9 +550,9 @@ class Database:
     ) -> load_op.LoadChecks:
         """The reader's checks of a load, validated (InvalidLoadCheckError; nothing read)."""
         return load_op.LoadChecks(
-            expect=validation.expect(expect),
-            accept_schemas=validation.accept_schemas(accept_schemas),
-            max_bytes=validation.max_bytes(max_bytes),
+            expect=load_checks.expect(expect),
+            accept_schemas=load_checks.accept_schemas(accept_schemas),
+            max_bytes=load_checks.max_bytes(max_bytes),
             code_revision=self._code_revision,
         )
 

@@ -40,7 +40,7 @@ _PLAIN_NAME = re.compile(
 )
 
 
-def _control_char(text: str) -> str | None:
+def control_char(text: str) -> str | None:
     for ch in text:
         cat = unicodedata.category(ch)
         if cat in ("Cc", "Cs") or ch in ("\u2028", "\u2029"):
@@ -70,7 +70,7 @@ def entry_name(name: object) -> str:
             f"entry name {shown}... is {len(name)} characters; the limit is {MAX_NAME_CHARS}",
             name=name[:80],
         )
-    bad = _control_char(name)
+    bad = control_char(name)
     if bad is not None:
         raise errors.InvalidNameError(
             f"entry name {shown} contains the control character {bad!r}; names must be printable",
@@ -171,7 +171,7 @@ def namespace(name: object) -> str:
             f"namespace is {len(name)} characters; the limit is {MAX_NAMESPACE_CHARS}",
             namespace=name[:80],
         )
-    bad = _control_char(name)
+    bad = control_char(name)
     if bad is not None:
         raise errors.InvalidNamespaceError(
             f"namespace {name[:80]!r} contains the control character {bad!r}",
@@ -188,7 +188,7 @@ def namespace(name: object) -> str:
     return name
 
 
-def _check_json(
+def check_json(
     value: Any,
     path: str,
     depth: int,
@@ -207,7 +207,7 @@ def _check_json(
         return
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]", depth + 1, what, error)
+            check_json(item, f"{path}[{i}]", depth + 1, what, error)
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
@@ -217,7 +217,7 @@ def _check_json(
                 )
             if has_surrogate(key):
                 raise error(f"{what} key at {path} is not valid Unicode")
-            _check_json(item, f"{path}.{key}", depth + 1, what, error)
+            check_json(item, f"{path}.{key}", depth + 1, what, error)
         return
     raise error(
         f"{what} value at {path} has type {type(value).__name__}, which is not JSON "
@@ -252,7 +252,7 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
     # Every commit passes here: plain JSON values are checked by a quick walk and the one
     # UTF-8 encoding of the text; anything else gets the full walk, which names the path.
     if not _plain_json(value, 0):
-        _check_json(value, "$", 0)
+        check_json(value, "$", 0)
     if "ckptdb:sealed" in value:
         raise errors.InvalidMetadataError(
             "the metadata key 'ckptdb:sealed' is reserved (it marks sealed metadata); rename it"
@@ -267,7 +267,7 @@ def metadata(value: Mapping[str, Any] | None, max_bytes: int = DEFAULT_MAX_METAD
         else:
             text.encode("utf-8")  # a lone surrogate raises here
     except UnicodeEncodeError:
-        _check_json(value, "$", 0)  # a lone surrogate somewhere: say where
+        check_json(value, "$", 0)  # a lone surrogate somewhere: say where
         raise errors.InvalidMetadataError("metadata is not valid Unicode") from None
     return text
 
@@ -467,7 +467,7 @@ def optional_label(value: object, what: str, limit: int) -> str | None:
         raise errors.InvalidEntryError(
             f"{what} must be a non-empty str of at most {limit} characters, got {value!r}"
         )
-    if _control_char(value) is not None:
+    if control_char(value) is not None:
         raise errors.InvalidEntryError(f"{what} {value!r} contains a control character")
     return value
 
@@ -483,7 +483,7 @@ def checkpoint_label(value: object) -> str:
             f"label must be a non-empty str of at most {MAX_LABEL_CHARS} characters, "
             f"got {value!r:.80}"
         )
-    if _control_char(value) is not None:
+    if control_char(value) is not None:
         raise errors.InvalidInputError(f"label {value!r:.80} contains a control character")
     try:
         value.encode("utf-8")
@@ -579,32 +579,7 @@ def max_metadata_bytes(value: object) -> int:
     return value
 
 
-# -- what a reader states at load: its lineage, the schemas it reads, a size bound --------
-
 MAX_CODE_REVISION_CHARS = 200
-MAX_EXPECT_FIELDS = 1000
-
-#: The schema pin grammar load's ``accept_schemas`` understands: ``NAME/vN`` -- a non-empty
-#: schema name, then ``/v`` and a decimal version (ASCII digits) at the very end, e.g.
-#: ``graph-snapshot/v3`` or ``tenant/state/v12`` (name ``tenant/state``). Any other pin
-#: (``state``, ``state/3``, ``state/v3.1``, ``state/V3``) has no version ckptdb can compare.
-_VERSIONED_PIN = re.compile(r"(?P<name>.+)/v(?P<version>[0-9]+)", re.DOTALL)
-
-
-#: Versions an ``accept_schemas`` value may name; a pin whose version has more digits
-#: counts as this (newer than anything a reader can accept).
-MAX_SCHEMA_VERSION = 10**18
-
-
-def parse_schema_pin(pin: str) -> tuple[str, int] | None:
-    """(schema name, version) of a pin of the form ``NAME/vN``, else None. Leading zeros
-    are allowed (``v03`` is 3); a version above :data:`MAX_SCHEMA_VERSION` counts as it."""
-    match = _VERSIONED_PIN.fullmatch(pin)
-    if match is None:
-        return None
-    digits = match["version"].lstrip("0") or "0"
-    version = MAX_SCHEMA_VERSION if len(digits) > 18 else int(digits)
-    return match["name"], version
 
 
 def code_revision(value: object) -> str | None:
@@ -630,93 +605,5 @@ def code_revision(value: object) -> str | None:
     if value != value.strip():
         raise errors.InvalidInputError(
             f"code_revision {value!r} has leading or trailing whitespace; strip it"
-        )
-    return value
-
-
-def expect(value: object) -> dict[str, str]:
-    """Check load's ``expect`` (a mapping of metadata field -> JSON value) and return each
-    field with the canonical JSON text of its expected value."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise errors.InvalidLoadCheckError(
-            f"expect must be a dict of metadata field -> JSON value, got {type(value).__name__}"
-        )
-    if len(value) > MAX_EXPECT_FIELDS:
-        raise errors.InvalidLoadCheckError(
-            f"expect names {len(value)} fields; the limit is {MAX_EXPECT_FIELDS}"
-        )
-    out: dict[str, str] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise errors.InvalidLoadCheckError(
-                f"expect key {key!r} is not a str; metadata fields are named by strings"
-            )
-        if has_surrogate(key):
-            raise errors.InvalidLoadCheckError("an expect key is not valid Unicode")
-        _check_json(item, f"$.{key}", 1, "expect", errors.InvalidLoadCheckError)
-        try:
-            out[key] = canonical.dumps(item)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise errors.InvalidLoadCheckError(
-                f"expect[{key!r}] is not JSON-serializable: {exc}"
-            ) from exc
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in out.items())
-    if size > DEFAULT_MAX_METADATA_BYTES:
-        raise errors.InvalidLoadCheckError(
-            f"expect is {size} bytes as JSON; no metadata can be larger than "
-            f"{DEFAULT_MAX_METADATA_BYTES}, so it could never match"
-        )
-    return out
-
-
-def accept_schemas(value: object) -> dict[str, int]:
-    """Check load's ``accept_schemas`` (schema name -> newest version the reader reads)."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise errors.InvalidLoadCheckError(
-            "accept_schemas must be a dict of schema name -> newest version you read "
-            f"(e.g. {{'state': 3}}), got {type(value).__name__}"
-        )
-    out: dict[str, int] = {}
-    for name, version in value.items():
-        if (
-            not isinstance(name, str)
-            or not name
-            or len(name) > MAX_SCHEMA_CHARS
-            or _control_char(name) is not None
-        ):
-            raise errors.InvalidLoadCheckError(
-                f"accept_schemas key {safe_text(repr(name), 80)} must be a schema name: a "
-                f"non-empty printable str of at most {MAX_SCHEMA_CHARS} characters"
-            )
-        parsed = parse_schema_pin(name)
-        if parsed is not None:
-            raise errors.InvalidLoadCheckError(
-                f"accept_schemas key {name!r} is a whole pin; give the schema name and the "
-                f"version apart: {{{parsed[0]!r}: {parsed[1]}}}"
-            )
-        if (
-            not isinstance(version, int)
-            or isinstance(version, bool)
-            or not 0 <= version < MAX_SCHEMA_VERSION
-        ):
-            raise errors.InvalidLoadCheckError(
-                f"accept_schemas[{name!r}] must be a version number (an int from 0 to "
-                f"{MAX_SCHEMA_VERSION - 1}), got {safe_text(repr(version), 80)}"
-            )
-        out[name] = version
-    return out
-
-
-def max_bytes(value: object) -> int | None:
-    """Check load's ``max_bytes``: None (no bound) or a byte count >= 0."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise errors.InvalidLoadCheckError(
-            f"max_bytes must be a number of bytes (an int >= 0) or None, got {value!r}"
         )
     return value

@@ -23,7 +23,7 @@ from conftest import raw_sql
 from hypothesis import given, settings
 
 import ckptdb
-from ckptdb import Entry, errors, validation
+from ckptdb import Entry, errors, load_checks
 from ckptdb.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -280,7 +280,7 @@ def test_bad_checks_are_refused_before_anything_is_read(
         ("tenant/state/v2", ("tenant/state", 2)),
         ("state/v03", ("state", 3)),
         ("state/v1/v2", ("state/v1", 2)),
-        ("state/v" + "9" * 40, ("state", validation.MAX_SCHEMA_VERSION)),
+        ("state/v" + "9" * 40, ("state", load_checks.MAX_SCHEMA_VERSION)),
         ("state", None),
         ("state/3", None),
         ("state/v", None),
@@ -292,7 +292,7 @@ def test_bad_checks_are_refused_before_anything_is_read(
     ],
 )
 def test_pin_grammar(pin: str, parsed: tuple[str, int] | None) -> None:
-    assert validation.parse_schema_pin(pin) == parsed
+    assert load_checks.parse_schema_pin(pin) == parsed
 
 
 def test_newer_pin_is_refused_and_other_pins_pass(db: ckptdb.Database) -> None:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ckptdb"
 BELOW_FRONT = ("ckptdb.ops", "ckptdb.store", "ckptdb.connection", "ckptdb.types")
-FOUNDATION = {"models", "errors", "canonical", "validation", "retention", "files", "resources"}
+FOUNDATION = {
+    "models", "errors", "canonical", "validation", "load_checks", "retention", "files", "resources",
+}  # fmt: skip
 
 
 def _module(path: Path) -> str:

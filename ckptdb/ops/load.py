@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import canonical, errors, models, validation
+from .. import canonical, errors, load_checks, models, validation
 from ..connection import Connection
 from ..store import checkpoints, pointers
 from ..store.rows import CheckpointRow, PointerRow
@@ -68,7 +68,7 @@ class LoadResult:
 @dataclass(frozen=True)
 class LoadChecks:
     """What a reader requires of the checkpoint it is handed, already validated by the
-    front object (:func:`ckptdb.validation.expect`, ``accept_schemas``, ``max_bytes``,
+    front object (:func:`ckptdb.load_checks.expect`, ``accept_schemas``, ``max_bytes``,
     ``code_revision``)."""
 
     #: metadata field -> canonical JSON text of the value it must have
@@ -128,7 +128,7 @@ def check_schemas(cp: Checkpoint, accept: Mapping[str, int]) -> None:
     for entry in cp.entries.values():
         if entry.schema_pin is None:
             continue
-        parsed = validation.parse_schema_pin(entry.schema_pin)
+        parsed = load_checks.parse_schema_pin(entry.schema_pin)
         if parsed is None or parsed[0] not in accept:
             continue
         schema, version = parsed
