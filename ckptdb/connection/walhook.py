@@ -134,9 +134,9 @@ def checkpoint_quietly(conn: apsw.Connection, name: str) -> None:
     try:
         conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
     except apsw.BusyError:
-        pass  # another connection is checkpointing: it does the same work
+        return  # another connection is checkpointing: it does the same work
     except apsw.Error:
         # The commit has already succeeded: an error here must not turn it into a
         # failed commit (SQLite's own automatic checkpoint ignores errors the same
         # way). The frames stay in the WAL; the next checkpoint retries.
-        pass
+        return
