@@ -214,10 +214,11 @@ def check_history(conn: Connection, mset: MigrationSet) -> list[Migration]:
     Refuses (without writing) a file newer than the code, an applied migration whose
     checksum differs from the shipped file, and a history with gaps or unknown entries.
     """
-    if mset.name == CORE:
+    core = mset.name == CORE
+    if core:
         refuse_too_new(conn, mset)  # from the header, before any table is read
     rows = applied(conn, mset.name)
-    if mset.name != CORE:
+    if not core:
         refuse_version(conn, mset, rows[-1].version if rows else 0)
     for expected, row in enumerate(rows, start=1):
         shipped = mset.get(row.version)

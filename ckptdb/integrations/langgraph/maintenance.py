@@ -224,18 +224,21 @@ class Maintenance(Threads):
         namespaces = self._namespaces(tid)
         finished = False
 
+        def forget_thread(s: Session) -> None:
+            """Every row of the thread, kept namespaces' too, and its activity."""
+            s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
+            s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
+            activity.forget(s, tid)
+
         def forget(namespace: str, ns: str, last: bool) -> Callable[[Session], None]:
             def hook(s: Session) -> None:
                 nonlocal finished
-                if last:  # every row of the thread, kept namespaces' too, and its activity
-                    s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
-                    s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
-                    activity.forget(s, tid)
+                if last:
+                    forget_thread(s)
                 else:
-                    pair = (tid, ns)
                     where = " WHERE thread_id = ? AND checkpoint_ns = ?"
-                    s.execute("DELETE FROM lg_checkpoint" + where, pair)
-                    s.execute("DELETE FROM lg_write" + where, pair)
+                    s.execute("DELETE FROM lg_checkpoint" + where, (tid, ns))
+                    s.execute("DELETE FROM lg_write" + where, (tid, ns))
                 s.execute("DELETE FROM lg_namespace WHERE namespace = ?", (namespace,))
                 finished = last
 
@@ -247,9 +250,7 @@ class Maintenance(Threads):
             )
         if not finished:  # no namespace, or the last one was kept
             with self.db.write_session() as s:
-                s.execute("DELETE FROM lg_checkpoint WHERE thread_id = ?", (tid,))
-                s.execute("DELETE FROM lg_write WHERE thread_id = ?", (tid,))
-                activity.forget(s, tid)
+                forget_thread(s)
         self._cache.put_touched(tid, None)
         for _, ns in namespaces:
             self._cache.forget_thread(tid, ns)
