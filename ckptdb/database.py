@@ -37,7 +37,7 @@ from .ops import receipts as receipt_op
 from .ops import refs, stats, transfer, verify
 from .ops import rollback as rollback_op
 from .ops import session as session_op
-from .ops.checkpoint import Checkpoint
+from .ops.checkpoint import Checkpoint, held_bytes
 from .ops.handle import Handle
 from .ops.load import LoadResult, Validator
 from .ops.open import MigrateMode
@@ -411,18 +411,33 @@ class Database:
             self._handle, validation.namespace(namespace), validation.checkpoint_label(label)
         )
 
-    def get_many(self, checkpoint_ids: Iterable[str]) -> dict[str, Checkpoint]:
+    def get_many(
+        self, checkpoint_ids: Iterable[str], *, prefetch: Iterable[str] = ()
+    ) -> dict[str, Checkpoint]:
         """The stored checkpoints among these full ids, by id, in the order given (the
         missing ones -- never stored, or collected -- left out); one read for all of them,
-        each manifest checked against its id as :meth:`get` does."""
+        each manifest checked against its id as :meth:`get` does.
+
+        ``prefetch``: names of entries to read in that same statement, for those stored
+        whole (small ones, below the chunker's inline limit): their bytes are verified
+        against their digests now and :meth:`Checkpoint.read` and :meth:`read_many` hand
+        them out without another read. A checkpoint without such an entry, or whose entry
+        is chunked, reads it as usual."""
+        if isinstance(prefetch, str | bytes) or not isinstance(prefetch, Iterable):
+            raise errors.InvalidInputError(
+                "prefetch must be a list of entry names (e.g. prefetch=['state.json']), "
+                f"got {type(prefetch).__name__}"
+            )
+        names = tuple(dict.fromkeys(validation.entry_name(n) for n in prefetch))
         ids = list(dict.fromkeys(validation.checkpoint_id(c) for c in checkpoint_ids))
-        return refs.get_many(self._handle, ids) if ids else {}
+        return refs.get_many(self._handle, ids, names) if ids else {}
 
     def read_many(self, wanted: Iterable[tuple[Checkpoint, str]]) -> list[bytes]:
         """The bytes of many entries, each a (checkpoint, entry name) pair, verified as
         :meth:`Checkpoint.read` does, in order; one read for all of them (the small ones in
-        one statement). Raises EntryNotFoundError for a name a checkpoint lacks."""
-        located = [(cp.id, cp.entry_row(name)) for cp, name in wanted]
+        one statement; none for entries prefetched by :meth:`get_many`). Raises
+        EntryNotFoundError for a name a checkpoint lacks."""
+        located = [(cp.id, cp.entry_row(name), held_bytes(cp, name)) for cp, name in wanted]
         return read_op.read_entries(self._handle, located) if located else []
 
     def existing(self, checkpoint_ids: Iterable[str]) -> set[str]:

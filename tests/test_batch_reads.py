@@ -74,3 +74,70 @@ def test_read_many_refuses_damaged_bytes_and_unknown_entries(db_path: Path) -> N
         assert db.read_many([(cps[first], "a")]) == [b"fine" * 40]
         with pytest.raises(errors.EntryNotFoundError):
             db.read_many([(cps[first], "nope")])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300_000), min_size=1, max_size=5),
+    prefetch=st.lists(st.sampled_from(["e", "same", "absent"]), max_size=3),
+)
+def test_prefetched_entries_read_the_same_bytes(
+    tmp_path_factory: pytest.TempPathFactory, sizes: list[int], prefetch: list[str]
+) -> None:
+    # Whatever is prefetched -- inline or chunked entries, names some checkpoints lack --
+    # every read answers exactly what a plain read does.
+    path = tmp_path_factory.mktemp("prefetch") / "p.ckpt"
+    with ckptdb.open(path) as db:
+        ids = [
+            db.commit(f"ns{i}", {"e": os.urandom(n), "same": b"x"}).checkpoint_id
+            for i, n in enumerate(sizes)
+        ]
+        plain = db.get_many(ids)
+        fetched = db.get_many(ids, prefetch=prefetch)
+        assert list(fetched) == ids
+        wanted = [(cp, name) for cp in fetched.values() for name in ("e", "same")]
+        expected = [plain[cp.id].read(name) for cp, name in wanted]
+        assert db.read_many(wanted) == expected
+        assert [cp.read(name) for cp, name in wanted] == expected
+
+
+def test_a_prefetched_entry_is_held_verified_from_the_read_that_fetched_it(
+    db_path: Path,
+) -> None:
+    value = b"held bytes " * 30
+    with ckptdb.open(db_path) as db:
+        cid = db.commit("ns", {"a": value, "b": b"not prefetched"}).checkpoint_id
+        fetched = db.get_many([cid], prefetch=["a"])[cid]
+        plain = db.get(cid)
+        # Damage the stored bytes behind the handle's back: what was verified at the
+        # prefetch is what it hands out; a read of the file now refuses the bytes.
+        raw_sql(db_path, "UPDATE blob SET inline_data = zeroblob(length(inline_data))")
+        assert fetched.read("a") == value
+        assert db.read_many([(fetched, "a")]) == [value]
+        with pytest.raises(errors.CorruptionError):
+            plain.read("a")
+        with pytest.raises(errors.CorruptionError):
+            fetched.read("b")
+
+
+def test_a_damaged_entry_is_not_prefetched_and_its_read_says_why(db_path: Path) -> None:
+    with ckptdb.open(db_path) as db:
+        cid = db.commit("ns", {"a": b"will be damaged" * 20}).checkpoint_id
+    raw_sql(db_path, "UPDATE blob SET inline_data = zeroblob(length(inline_data))")
+    with ckptdb.open(db_path) as db:
+        cp = db.get_many([cid], prefetch=["a"])[cid]  # the manifest itself is intact
+        with pytest.raises(errors.CorruptionError) as caught:
+            cp.read("a")
+        assert caught.value.details.get("entry") == "a"
+        with pytest.raises(errors.CorruptionError):
+            db.read_many([(cp, "a")])
+
+
+@pytest.mark.parametrize("prefetch", ["a", b"a", 3, ["a", ""], ["../a"]])
+def test_get_many_refuses_a_prefetch_that_is_not_a_list_of_entry_names(
+    db: ckptdb.Database, prefetch: object
+) -> None:
+    cid = db.commit("ns", {"a": b"1"}).checkpoint_id
+    with pytest.raises(errors.CkptdbError) as caught:
+        db.get_many([cid], prefetch=prefetch)  # type: ignore[arg-type]
+    assert caught.value.code in {"invalid_input", "invalid_entry_name"}

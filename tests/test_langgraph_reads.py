@@ -277,8 +277,8 @@ def test_get_tuple_by_id_is_consistent_when_a_gc_runs_between_its_reads(
             real_get = reader.db.get_many
             collected: list[int] = []
 
-            def get_then_gc(checkpoint_ids: Any) -> Any:
-                found = real_get(checkpoint_ids)
+            def get_then_gc(checkpoint_ids: Any, **kwargs: Any) -> Any:
+                found = real_get(checkpoint_ids, **kwargs)
                 report = writer.db.gc(
                     ckptdb.RetentionPolicy(keep_last=1), namespaces=["langgraph/t"], grace=0
                 )

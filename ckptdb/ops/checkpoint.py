@@ -49,7 +49,7 @@ class Checkpoint:
     against that digest before returning them.
     """
 
-    __slots__ = ("_entries", "_handle", "_info", "_metadata", "_row")
+    __slots__ = ("_entries", "_handle", "_held", "_info", "_metadata", "_row")
 
     def __init__(
         self,
@@ -58,6 +58,7 @@ class Checkpoint:
         entries: list[EntryRow],
         *,
         verified: bool = False,
+        held: dict[str, bytes] | None = None,
     ) -> None:
         if not verified:  # ``verified``: these very rows were checked before (cache)
             check_manifest(row, entries)
@@ -65,6 +66,9 @@ class Checkpoint:
         self._handle = handle
         self._row = row
         self._entries = {e.name: e for e in entries}
+        # Entries read with the manifest (``get_many(prefetch=...)``), verified against
+        # their digests in the same read: a read of them reads nothing more.
+        self._held = held or {}
         # The manifest model (metadata parsed and opened, entries as models) is built on
         # first use: a reader that only wants bytes -- a LangGraph page -- never pays for it.
         self._info: models.CheckpointInfo | None = None
@@ -183,7 +187,11 @@ class Checkpoint:
 
     def read(self, name: str) -> bytes:
         """All bytes of an entry, verified against its digest. Raises CorruptionError (never
-        returns wrong bytes) and EntryNotFoundError."""
+        returns wrong bytes) and EntryNotFoundError. An entry prefetched with the manifest
+        (``Database.get_many(prefetch=...)``) comes from that read."""
+        held = self._held.get(name)
+        if held is not None:
+            return held
         return read.read_entry(self._handle, self.id, self.entry_row(name))
 
     def open(self, name: str) -> IO[bytes]:
@@ -207,6 +215,13 @@ class Checkpoint:
         full check); raise CorruptionError for the first bad one."""
         for entry in self._entries.values():
             read.verify_entry(self._handle, self.id, entry)
+
+
+def held_bytes(cp: Checkpoint, name: str) -> bytes | None:
+    """The bytes of an entry of ``cp`` prefetched with its manifest and verified then
+    (``Database.get_many(prefetch=...)``), or None: not asked for, not stored inline, or
+    not verified (a read then says why)."""
+    return cp._held.get(name)
 
 
 def metadata_of(handle: Handle, row: CheckpointRow) -> dict[str, Any]:

@@ -33,16 +33,31 @@ def read_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> bytes:
         )
 
 
-def read_entries(handle: Handle, wanted: Sequence[tuple[str, EntryRow]]) -> list[bytes]:
-    """The bytes of many entries -- (checkpoint id, entry) each -- verified, in order, in
-    one read snapshot (the small ones in one statement)."""
+def read_entries(
+    handle: Handle, wanted: Sequence[tuple[str, EntryRow, bytes | None]]
+) -> list[bytes]:
+    """The bytes of many entries -- (checkpoint id, entry, its bytes if the checkpoint
+    already holds them verified) each -- verified, in order, in one read snapshot (the
+    small ones in one statement; none when every one is held)."""
+    missing = [(cid, e) for cid, e, held in wanted if held is None]
+    if not missing:
+        return [held for _, _, held in wanted if held is not None]
     with reading(handle) as tx:
-        return tx.blobs.read_many(
-            [
-                (e.blob_id, e.digest, e.size, e.scope_id, {"checkpoint_id": cid, "entry": e.name})
-                for cid, e in wanted
-            ]
+        found = iter(
+            tx.blobs.read_many(
+                [
+                    (
+                        e.blob_id,
+                        e.digest,
+                        e.size,
+                        e.scope_id,
+                        {"checkpoint_id": cid, "entry": e.name},
+                    )
+                    for cid, e in missing
+                ]
+            )
         )
+    return [next(found) if held is None else held for _, _, held in wanted]
 
 
 def open_entry(handle: Handle, checkpoint_id: str, entry: EntryRow) -> IO[bytes]:

@@ -7,7 +7,7 @@ from .. import errors, models, validation
 from ..connection import Connection
 from ..references import format_reference, parse_reference
 from ..store import checkpoints, pointers
-from ..store.rows import CheckpointRow, PointerRow
+from ..store.rows import CheckpointRow, EntryRow, PointerRow
 from .checkpoint import Checkpoint
 from .unit import Unit, holds, reads
 
@@ -47,19 +47,53 @@ def get_labelled(tx: Unit, namespace: str, label: str) -> Checkpoint | None:
 
 
 @reads
-def get_many(tx: Unit, checkpoint_ids: list[str]) -> dict[str, Checkpoint]:
+def get_many(
+    tx: Unit, checkpoint_ids: list[str], prefetch: tuple[str, ...] = ()
+) -> dict[str, Checkpoint]:
     """The stored checkpoints among these full ids, by id (the missing ones left out), each
     manifest checked against its id: one statement for the rows with their entries,
-    whatever their number (and one more for rows stored before format 3, not moved yet)."""
+    whatever their number (and one more for rows stored before format 3, not moved yet).
+    ``prefetch``: entry names whose bytes, when stored inline, come in the same statement,
+    are verified now and held by the checkpoint (see :meth:`Checkpoint.read`)."""
     found: dict[str, Checkpoint] = {}
-    for cid, (row, entries) in checkpoints.manifests_by_ids(tx.conn, checkpoint_ids).items():
+    manifests = checkpoints.manifests_by_ids(tx.conn, checkpoint_ids, prefetch)
+    for cid, (row, entries, stored) in manifests.items():
         verified = tx.handle.verified_manifest(row)
-        if verified is not None:
-            found[cid] = Checkpoint(tx.handle, row, verified, verified=True)
-        else:
-            found[cid] = Checkpoint(tx.handle, row, entries)
+        manifest = entries if verified is None else verified
+        # Checked against the digests of ``manifest``, which Checkpoint() proves bound to
+        # the id (or raises, and the bytes go with it).
+        held = _verified_held(tx, manifest, stored) if stored else None
+        found[cid] = Checkpoint(tx.handle, row, manifest, verified=verified is not None, held=held)
+        if verified is None:
             tx.handle.remember_manifest(row, entries)
     return {c: found[c] for c in checkpoint_ids if c in found}
+
+
+def _verified_held(
+    tx: Unit, entries: list[EntryRow], stored: dict[str, tuple[object, object, object]]
+) -> dict[str, bytes]:
+    """The prefetched entries whose stored bytes verify against the manifest's digests.
+    One that does not, lies in another key scope than its manifest says, or whose key is
+    not at hand is left out: a read of it then goes the one-blob way, which raises the
+    precise error."""
+    by_name = {e.name: e for e in entries}
+    held: dict[str, bytes] = {}
+    for name, (data, codec_id, scope_id) in stored.items():
+        entry = by_name.get(name)
+        if entry is None or scope_id != entry.scope_id:
+            continue
+        try:
+            raw = tx.blobs.inline_bytes(data, codec_id, scope_id, entry.digest, entry.size)
+        except (
+            errors.KeyUnavailableError,
+            errors.KeyShreddedError,
+            errors.KeyMismatchError,
+            errors.CorruptionError,
+        ):
+            continue  # deferred, not swallowed: the read raises it (see the docstring)
+        if raw is not None:
+            held[name] = raw
+    return held
 
 
 @holds()

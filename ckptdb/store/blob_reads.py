@@ -102,6 +102,15 @@ class BlobReads:
         finally:
             reader.close()
 
+    def inline_bytes(
+        self, stored: object, codec_id: object, scope_id: object, digest: str, size: int
+    ) -> bytes | None:
+        """The raw bytes of an inline blob row (its stored bytes, codec and key scope) when
+        they decode to ``size`` bytes with ``digest``, else None (the caller's one-blob
+        read then says what is wrong)."""
+        scope = self.keyring.scope(self.conn, scope_id)
+        return verified_inline(stored, size, digest, codec_id, scope)
+
     def read_many(
         self, wanted: Sequence[tuple[int, str, int, int | None, dict[str, Any]]]
     ) -> list[bytes]:
@@ -124,8 +133,7 @@ class BlobReads:
             found = stored.get(blob_id)
             data = None
             if found is not None and found[1] == 0:
-                scope = self.keyring.scope(self.conn, found[4])
-                data = verified_inline(found[2], size, digest, found[3], scope)
+                data = self.inline_bytes(found[2], found[3], found[4], digest, size)
             if data is None:
                 # Chunked, gone or damaged: the one-blob path reads it or says what is wrong.
                 data = self.read_all(blob_id, digest, size, where, scope_id=scope_id)

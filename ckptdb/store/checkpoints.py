@@ -184,41 +184,60 @@ def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str,
     return found
 
 
+#: What :func:`manifests_by_ids` finds of one checkpoint: its row, its entries (sorted by
+#: name), and the stored form -- (bytes, codec id, key scope id) as the ``blob`` row holds
+#: them, not yet decoded or verified -- of each asked-for entry stored inline.
+Manifest = tuple[CheckpointRow, list[EntryRow], dict[str, tuple[object, object, object]]]
+
+
 def manifests_by_ids(
-    conn: Connection, checkpoint_ids: list[str]
-) -> dict[str, tuple[CheckpointRow, list[EntryRow]]]:
+    conn: Connection, checkpoint_ids: list[str], inline_of: tuple[str, ...] = ()
+) -> dict[str, Manifest]:
     """The stored checkpoints among ``checkpoint_ids`` with their entries (sorted by name),
     by id: one statement per 500 ids for rows and packed entries together (format 3), plus
-    one for the entries of rows stored before it that are not moved yet. A row the id
+    one for the entries of rows stored before it that are not moved yet. ``inline_of``:
+    entry names whose stored bytes come along in the same statement when their blob is
+    inline (for rows not moved yet they do not: the caller reads them). A row the id
     index led to under another id (damage) is left out, as :func:`checkpoints_by_ids`
     does; a damaged entry raises CorruptionError, as :func:`entries_of` does."""
-    found: dict[str, tuple[CheckpointRow, list[EntryRow]]] = {}
+    found: dict[str, Manifest] = {}
     unmoved: dict[int, str] = {}
     width = len(CHECKPOINT_TYPES)
+    # The asked-for entries' stored bytes, beside the blob columns the manifest needs
+    # anyway: no second statement for a small entry read with its manifest.
+    held = (
+        "CASE WHEN b.chunk_count = 0 AND json_extract(j.value, '$[0]') IN"
+        f" ({','.join('?' * len(inline_of))}) THEN b.inline_data END, b.codec"
+        if inline_of
+        else "NULL, NULL"
+    )
     for start in range(0, len(checkpoint_ids), 500):
         part = checkpoint_ids[start : start + 500]
         marks = ",".join("?" * len(part))
         # Row columns, then whether its entries are still in ``entry``, then one packed
         # entry (none: j.key is NULL) as _entry_row reads it: key, name, blob_id, digest,
-        # size, media_type, schema_pin, chunk_count, scope_id.
+        # size, media_type, schema_pin, chunk_count, scope_id; then the held bytes, codec.
         for r in conn.execute(
             f"SELECT {CHECKPOINT_COLUMNS}, c.entries IS NULL, j.key,"
             " json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), b.digest, b.size,"
             " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), b.chunk_count,"
-            " b.scope_id FROM checkpoint c LEFT JOIN json_each(CASE WHEN c.entries IS NULL"
-            " OR json_valid(c.entries) THEN c.entries ELSE '[null]' END) j"
+            f" b.scope_id, {held} FROM checkpoint c LEFT JOIN json_each(CASE WHEN"
+            " c.entries IS NULL OR json_valid(c.entries) THEN c.entries ELSE '[null]' END) j"
             " LEFT JOIN blob b ON b.blob_id = json_extract(j.value, '$[1]')"
             f" WHERE c.id IN ({marks}) ORDER BY c.seq, {width + 3}",
-            part,
+            (*inline_of, *part),
         ):
             cid = r[1]
             if cid not in found:
                 row = checkpoint_row(r[:width])
-                found[cid] = (row, [])
+                found[cid] = (row, [], {})
                 if r[width]:
                     unmoved[row.seq] = cid
             if r[width + 1] is not None:
-                found[cid][1].append(_entry_row(r[width + 1 :]))
+                entry = _entry_row(r[width + 1 : width + 10])
+                found[cid][1].append(entry)
+                if r[width + 10] is not None:
+                    found[cid][2][entry.name] = (r[width + 10], r[width + 11], entry.scope_id)
     if unmoved:
         for seq, entries in entries_of_many(conn, list(unmoved)).items():
             found[unmoved[seq]][1].extend(entries)

@@ -56,7 +56,7 @@ class Content(SaverCore):
         by id; those that no longer exist (collected outside the saver, e.g. by `ckptdb gc`)
         are left out. Three reads whatever their number: the manifests, the envelopes, the
         channel blobs."""
-        found = self.db.get_many(checkpoint_ids)
+        found = self.db.get_many(checkpoint_ids, prefetch=(_layout.ENVELOPE_ENTRY,))
         envelopes = self.db.read_many((cp, _layout.ENVELOPE_ENTRY) for cp in found.values())
         decoded = [
             (cp, raw, _layout.decode_envelope(raw, cp.id))
