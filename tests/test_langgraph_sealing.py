@@ -103,6 +103,21 @@ def test_every_write_is_sealed_with_a_domain_separated_digest(tmp_path: Path) ->
     assert write_digest("ab", "c", *base[2:]) != write_digest("a", "bc", *base[2:])
 
 
+def test_the_write_digest_is_the_stored_format() -> None:
+    # Digests are stored: any change to how they are computed must fail here first (these
+    # values were computed by the first implementation, in schema version 2).
+    assert (
+        write_digest(
+            "thread-1", "", "1ef-id", "task", -1, "__error__", "msgpack", b"\x81\xa1a\x01", "p:0"
+        )
+        == "a83c40e3e3bcb43ea1d7eb3f9122aff4a9d8e64f6ebb9ff4906dd44cb54036b5"
+    )
+    assert (
+        write_digest("t\u00e9", "sub", "id2", "tk", 7, "messages", "json", b"", "")
+        == "7488ec44ef9f4c9652e865c752bd3ce2e51567b695b2824099e80decdbac0970"
+    )
+
+
 def test_a_damaged_value_that_still_decodes_is_corruption(tmp_path: Path) -> None:
     path = tmp_path / "d.ckpt"
     _saved(path)

@@ -303,14 +303,12 @@ class Reads(PendingWrites, Content):
         hot: dict[str, tuple[Loaded, bytes] | None] | None = None,
     ) -> builtins.list[CheckpointTuple]:
         """The checkpoints of ``rows`` that still exist and whose metadata contains
-        ``wanted``, in order. Within the caller's read snapshot: one statement asks which
-        ckptdb checkpoints exist, one reads every pending write; content comes from the
-        verified cache, or is read and verified once (then cached). ``present``: the
-        ckptdb ids the caller already knows exist in this snapshot; ``hot``: spliced cache
-        entries the caller already took (so one that another thread evicts meanwhile is
-        not read again)."""
-        if present is None:
-            present = self.db.existing({r.ckpt_id for r in rows}) if rows else set()
+        ``wanted``, in order. Within the caller's read snapshot: what neither cache holds
+        is read and verified in one go (then cached), which also tells whether it still
+        exists; one statement asks whether the cached ones do, one reads every pending
+        write. ``present``: the ckptdb ids the caller already knows exist in this snapshot;
+        ``hot``: spliced cache entries the caller already took (so one that another thread
+        evicts meanwhile is not read again)."""
         kept: builtins.list[tuple[CheckpointRow, Checkpoint, dict[str, Any]]] = []
         # Each row's cache entries are taken once; what neither cache holds is read and
         # verified in one go, not checkpoint by checkpoint.
@@ -319,7 +317,9 @@ class Reads(PendingWrites, Content):
         cold: builtins.list[str] = []
         for r in rows:
             cid = r.ckpt_id
-            if cid not in present or cid in known or cid in cold or taken.get(cid):
+            if present is not None and cid not in present:
+                continue
+            if cid in known or cid in cold or taken.get(cid):
                 continue
             taken[cid] = self._cache.spliced(cid)
             if taken[cid] is None:
@@ -328,11 +328,18 @@ class Reads(PendingWrites, Content):
                     cold.append(cid)
                 else:
                     known[cid] = cached
+        if present is None:
+            # A cached checkpoint may have been collected since (e.g. by `ckptdb gc`); a
+            # cold one that was is simply not found by the read below.
+            warm = [cid for cid, hit in taken.items() if hit] + list(known)
+            present = self.db.existing(warm) if warm else set()
         if cold:
-            known.update(self._load_many(cold))
+            fetched = self._load_many(cold)
+            known.update(fetched)
+            present = present | fetched.keys()
         for row in rows:
             cid = row.ckpt_id
-            if cid not in present or (cid in cold and cid not in known):
+            if cid not in present:
                 continue  # gone, or collected since the rows were listed
             content = self._content(cid, taken.get(cid), known.get(cid))
             if content is None:

@@ -34,10 +34,6 @@ _DOMAIN = b"ckptdb.langgraph.write.v1\x00"
 _BATCH = 500
 
 
-def _field(data: bytes) -> bytes:
-    return len(data).to_bytes(8, "big") + data
-
-
 def write_digest(
     thread_id: str,
     checkpoint_ns: str,
@@ -49,13 +45,16 @@ def write_digest(
     value: bytes,
     task_path: str,
 ) -> str:
-    """The digest sealing one ``lg_write`` row (see the module docstring)."""
-    h = hashlib.sha256(_DOMAIN)
+    """The digest sealing one ``lg_write`` row (see the module docstring): the domain, then
+    each field as its 8-byte big-endian length and its bytes (text as UTF-8)."""
+    parts = [_DOMAIN]
     for text in (thread_id, checkpoint_ns, checkpoint_id, task_id, str(idx), channel, type_):
-        h.update(_field(text.encode("utf-8", "surrogatepass")))
-    h.update(_field(task_path.encode("utf-8", "surrogatepass")))
-    h.update(_field(bytes(value)))
-    return h.hexdigest()
+        data = text.encode("utf-8", "surrogatepass")
+        parts += (len(data).to_bytes(8, "big"), data)
+    path = task_path.encode("utf-8", "surrogatepass")
+    parts += (len(path).to_bytes(8, "big"), path, len(value).to_bytes(8, "big"), value)
+    # One buffer, one hash call: a read checks every pending write it hands out.
+    return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
 def sealed_row(row: Sequence[Any]) -> tuple[Any, ...]:
