@@ -254,13 +254,19 @@ class Reads(PendingWrites, Content):
         cached_only: bool,
     ) -> CheckpointTuple | _Gone | _Uncached | None:
         digest = "w.digest" if self._digest_sql == "digest" else "NULL"
-        # Whether ckptdb still holds the checkpoint is asked in the same statement, through
-        # the public ``checkpoints`` view (an indexed lookup by id).
+        # Served from the cache alone, whether ckptdb still holds the checkpoint is asked
+        # in the same statement, through the public ``checkpoints`` view (an indexed lookup
+        # by id). Otherwise the content is read in the caller's snapshot, which tells it
+        # too: the view (costly to prepare on a fresh connection) is left out.
+        held = (
+            "EXISTS (SELECT 1 FROM checkpoints k WHERE k.checkpoint_id = c.ckpt_id)"
+            if cached_only
+            else "NULL"
+        )
         found = s.execute(
             "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,"
             " c.ckpt_id, w.task_id, w.channel, w.type, w.value, w.task_path, w.idx,"
-            f" {digest}, w.write_id,"
-            " EXISTS (SELECT 1 FROM checkpoints k WHERE k.checkpoint_id = c.ckpt_id)"
+            f" {digest}, w.write_id, {held}"
             f" FROM (SELECT {CHECKPOINT_COLUMNS} FROM lg_checkpoint WHERE {where}"
             " ORDER BY checkpoint_id DESC LIMIT 1) c LEFT JOIN lg_write w"
             " ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns"
@@ -270,14 +276,22 @@ class Reads(PendingWrites, Content):
         if not found:
             return None
         row = checkpoint_row(found[0])
+        writes_of = [(*f[:3], *f[5:12]) for f in found if f[12] is not None]
+        if not cached_only:
+            tuples = self._tuples(s, [row], thread_value, writes=self._pending(writes_of))
+            return tuples[0] if tuples else GONE  # GONE: collected outside the saver
         if found[0][13] != 1:
             return GONE  # collected outside the saver (e.g. `ckptdb gc`)
         hot = self._cache.spliced(row.ckpt_id)
-        if cached_only and (hot is None or not self._scope_known(row, found)):
+        if hot is None or not self._scope_known(row, found):
             return UNCACHED
-        writes = self._pending([(*f[:3], *f[5:12]) for f in found if f[12] is not None])
         tuples = self._tuples(
-            s, [row], thread_value, writes=writes, present={row.ckpt_id}, hot={row.ckpt_id: hot}
+            s,
+            [row],
+            thread_value,
+            writes=self._pending(writes_of),
+            present={row.ckpt_id},
+            hot={row.ckpt_id: hot},
         )
         return tuples[0] if tuples else GONE
 
