@@ -1639,6 +1639,8 @@ class Observer:
             "reads_refused": 0,
             "gc_reads_ok": 0,
             "gc_reads_refused": 0,
+            "batch_reads_ok": 0,
+            "batch_reads_refused": 0,
             "labels_checked": 0,
             "labels_missing": 0,
             "label_moved": [],
@@ -1717,6 +1719,7 @@ class Observer:
             pass  # the damage shows in the reads below
         try:
             self.check_reads(db)
+            self.check_batch_reads(db)
             self.check_labels(db)
             self.check_namespaces(db)
             self.check_informational(db)
@@ -1829,6 +1832,26 @@ class Observer:
                 self.obs["reads_refused"] += 1
             self.present[cid] = True
             self.intact[cid] = cp is not None and self.check_checkpoint(cp, cid, "get")
+
+    def check_batch_reads(self, db: ckptdb.Database) -> None:
+        """``get_many`` of every recorded checkpoint with every entry prefetched (the small
+        ones come with their manifests, verified in that statement), each compared with the
+        record entry by entry (``Checkpoint.read`` hands out the prefetched bytes), then
+        ``read_many`` of all of them at once: right bytes or a typed error, never others."""
+        names = sorted({n for exp in self.exp.values() for n in exp["entries"]})
+        found: dict[str, ckptdb.Checkpoint] = {}
+        with self.guard("get_many(prefetch)"):
+            found = db.get_many(list(self.exp), prefetch=names)
+        wanted: list[tuple[ckptdb.Checkpoint, str]] = []
+        expected: list[bytes] = []
+        for cid, cp in found.items():
+            if self.check_checkpoint(cp, cid, "get_many", tally="batch_reads"):
+                for name, info in self.exp[cid]["entries"].items():
+                    wanted.append((cp, name))
+                    expected.append(self.expected_bytes(info["digest"]))
+        with self.guard("read_many"):
+            if db.read_many(wanted) != expected:
+                self.wrong("read_many of prefetched checkpoints: wrong bytes")
 
     def check_labels(self, db: ckptdb.Database) -> None:
         """``get_labelled`` of every recorded label: the checkpoint committed with it, None
@@ -2426,6 +2449,8 @@ def summarize(
                     sealed_fallback[f.get("status") or _fallback_kind(f.get("result"))] += 1
         reads["ok"] += obs.get("reads_ok", 0)
         reads["refused"] += obs.get("reads_refused", 0)
+        reads["batch_ok"] += obs.get("batch_reads_ok", 0)
+        reads["batch_refused"] += obs.get("batch_reads_refused", 0)
         for f in obs.get("fallback", {}).values():
             fallback_results[f.get("status") or _fallback_kind(f.get("result"))] += 1
         for site in set(obs.get("untyped_sites", [])):
