@@ -437,11 +437,12 @@ def test_verify_reports_a_receipt_whose_locations_are_not_text(db_path: Path) ->
 # -- format 3: what GC and commits do on damaged bookkeeping -------------------------------
 
 
-def test_gc_after_a_deleted_blob_ref_row_never_serves_wrong_bytes(db_path: Path) -> None:
-    """A blob_ref row deleted behind ckptdb's back: verify reports it (and says not to run
-    GC); GC trusts blob_ref, so the blob two checkpoints share may then go with the one GC
-    deletes. The checkpoint it keeps must then fail to read with a typed error, never
-    return wrong bytes -- or GC refuses to run."""
+def test_gc_refuses_a_file_with_a_deleted_blob_ref_row_and_deletes_nothing(
+    db_path: Path,
+) -> None:
+    """A blob_ref row deleted behind ckptdb's back: a sweep decides from those rows whether
+    a blob is still used, so the blob two checkpoints share would go with the one GC
+    deletes. Verify reports the row missing; GC refuses before deleting anything (F3-5)."""
     with ckptdb.open(db_path) as db:
         old = db.commit("ns", {"shared": b"s" * 5000, "own": b"1"}).checkpoint_id
         db.commit("ns", {"shared": b"s" * 5000, "own": b"2"})
@@ -454,14 +455,38 @@ def test_gc_after_a_deleted_blob_ref_row_never_serves_wrong_bytes(db_path: Path)
     )
     with ckptdb.open(db_path) as db:
         assert "blob_ref_missing" in {p.code for p in db.verify().problems}
-        try:
+        with pytest.raises(errors.CorruptionError) as caught:
             db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
-        except errors.CkptdbError:
-            return  # refusing to collect on damaged bookkeeping is fine too
-        assert old not in db.existing([old])
-        with pytest.raises(errors.CkptdbError):
-            db.get(kept).read("shared")
-        assert not db.verify().ok
+        assert caught.value.code == "corrupt"
+        assert caught.value.details.get("reason") == "blob_ref_missing"
+        assert "Nothing was deleted" in str(caught.value)
+        assert db.existing([old, kept]) == {old, kept}
+        assert db.get(kept).read("shared") == b"s" * 5000
+        assert db.get(old).read("shared") == b"s" * 5000
+        # A dry run still estimates (it deletes nothing).
+        assert db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0, dry_run=True).dry_run
+
+
+def test_gc_runs_past_stray_blob_ref_rows_and_one_blob_named_twice(db_path: Path) -> None:
+    """What makes the rows and the packed entries differ in number without any row
+    missing -- a stray row, a checkpoint naming one blob under two names -- never stops
+    GC, and what it keeps reads back."""
+    with ckptdb.open(db_path) as db:
+        first = db.commit("ns", {"a": b"twice" * 100, "b": b"twice" * 100, "c": b"1"})
+        db.commit("ns", {"a": b"other" * 100, "c": b"2"})  # the fallback: kept
+        kept = db.commit("ns", {"a": b"twice" * 100, "c": b"3"}).checkpoint_id
+    _tamper(
+        db_path,
+        "INSERT INTO blob_ref (blob_id, checkpoint_seq)"
+        " SELECT blob_id, (SELECT max(seq) FROM checkpoint) FROM blob WHERE size = 500"
+        " AND blob_id NOT IN (SELECT blob_id FROM blob_ref"
+        " WHERE checkpoint_seq = (SELECT max(seq) FROM checkpoint))",
+    )
+    with ckptdb.open(db_path) as db:
+        assert "blob_ref_stray" in {p.code for p in db.verify().problems}
+        report = db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
+        assert report.deleted_ids == [first.checkpoint_id]
+        assert db.get(kept).read("a") == b"twice" * 100
 
 
 def test_a_seq_high_water_at_its_largest_value_refuses_commits_with_a_typed_error(

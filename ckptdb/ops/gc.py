@@ -501,6 +501,28 @@ def _out_of_space(
     )
 
 
+def refuse_missing_blob_refs(conn: Connection) -> None:
+    """CorruptionError (nothing deleted) when a packed entry of a stored checkpoint has no
+    ``blob_ref`` row: a sweep decides from those rows alone whether a blob is still used,
+    so it would free bytes that checkpoint needs. Two aggregates on an intact file; the
+    exact scan of every packed entry only when they disagree."""
+    if not checkpoint_scans.blob_refs_possibly_missing(conn):
+        return
+    missing = checkpoint_scans.blob_refs_missing(conn)
+    if missing:
+        seq, blob_id = missing[0]
+        raise errors.CorruptionError(
+            f"GC refused: checkpoint seq {seq} uses blob {blob_id} but no blob_ref row says "
+            f"so ({len(missing)} such entr{'y' if len(missing) == 1 else 'ies'}), and a "
+            "sweep would free bytes that checkpoint needs. Nothing was deleted. Run "
+            "`ckptdb verify` (finding blob_ref_missing), then restore the file from a backup "
+            "or `ckptdb export` what you need.",
+            reason="blob_ref_missing",
+            seq=seq,
+            blob_id=blob_id,
+        )
+
+
 def _run(
     tx: Unit,
     path: str,
@@ -521,6 +543,8 @@ def _run(
         marked = mark(conn, policy=policy, namespaces=namespaces, now_ms=now_ms, keep=keep)
         if dry_run:
             swept = estimate(conn, marked.doomed, cutoff_ms)
+        else:
+            refuse_missing_blob_refs(conn)
     pages = trimmed = 0
     floors: dict[str, int] = {}
     if not dry_run:

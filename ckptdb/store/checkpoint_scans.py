@@ -125,6 +125,18 @@ def blob_refs_missing(conn: Connection) -> list[tuple[Any, Any]]:
     )
 
 
+def blob_refs_possibly_missing(conn: Connection) -> bool:
+    """Whether :func:`blob_refs_missing` may find something: False when the ``blob_ref``
+    rows number exactly the packed entries (two aggregates, no JSON parsed). A checkpoint
+    naming one blob under two names has one row for both, so a mismatch alone proves
+    nothing: the caller then runs the exact scan."""
+    row = conn.one(
+        "SELECT (SELECT count(*) FROM blob_ref),"
+        " (SELECT coalesce(sum(entry_count), 0) FROM checkpoint WHERE entries IS NOT NULL)"
+    )
+    return row is None or row[0] != row[1]
+
+
 def blob_refs_stray(conn: Connection) -> list[tuple[Any, Any]]:
     """(checkpoint_seq, blob_id) of every ``blob_ref`` row no packed entry accounts for
     (it only keeps a blob from being collected)."""
