@@ -496,8 +496,10 @@ def test_a_seq_high_water_at_its_largest_value_refuses_commits_with_a_typed_erro
         db.commit("ns", {"a": b"1"})
     _tamper(db_path, "UPDATE seq_high_water SET seq = ?", ((1 << 63) - 1,))
     with ckptdb.open(db_path) as db:
-        with pytest.raises(errors.CkptdbError):
+        with pytest.raises(errors.CorruptionError) as caught:
             db.commit("ns", {"a": b"2"})
+        assert caught.value.details.get("reason") == "seq_exhausted"
+        assert "Nothing was written" in str(caught.value)
         assert db.current("ns").read("a") == b"1"  # type: ignore[union-attr]
 
 

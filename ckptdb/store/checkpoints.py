@@ -452,24 +452,28 @@ def insert(
     (LabelTakenError otherwise; nothing is written)."""
     if label is not None:
         _check_labels_free(conn, namespace_id, {label: checkpoint_id})
-    new = conn.execute(
-        f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
-        " ON CONFLICT (id) DO NOTHING RETURNING seq",
-        (
-            checkpoint_id,
-            namespace_id,
-            parent_id,
-            generation,
-            created_at_ms,
-            metadata_json,
-            len(entries),
-            total_size,
-            canonical.FORMAT_VERSION,  # the manifest encoding the id was computed with
-            code_revision,
-            pack(entries),
-            label,
-        ),
-    )
+    try:
+        new = conn.execute(
+            f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
+            " ON CONFLICT (id) DO NOTHING RETURNING seq",
+            (
+                checkpoint_id,
+                namespace_id,
+                parent_id,
+                generation,
+                created_at_ms,
+                metadata_json,
+                len(entries),
+                total_size,
+                canonical.FORMAT_VERSION,  # the manifest encoding the id was computed with
+                code_revision,
+                pack(entries),
+                label,
+            ),
+        )
+    except errors.SqlError:
+        _refuse_exhausted_seqs(conn)  # the one cause a caller can act on, said so
+        raise
     if not new:
         # The same manifest was published before (then CURRENT moved away and back).
         existing = checkpoint_by_id(conn, checkpoint_id)
@@ -505,6 +509,29 @@ _INSERT_VALUES = (
     " coalesce((SELECT seq FROM seq_high_water WHERE name = 'checkpoint'), 0)) + 1,"
     " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
 )
+
+
+def _refuse_exhausted_seqs(conn: Connection) -> None:
+    """CorruptionError when no seq is left to give (the highest stored or deleted one is
+    SQLite's largest integer: ``+ 1`` becomes a REAL, which the column refuses). Only
+    damage or an edit outside ckptdb gets there; checked only once an insert failed."""
+    top = conn.scalar(
+        "SELECT max(coalesce((SELECT max(seq) FROM checkpoint), 0),"
+        " coalesce((SELECT seq FROM seq_high_water WHERE name = 'checkpoint'), 0))"
+    )
+    if isinstance(top, int) and top >= _MAX_SEQ:
+        raise errors.CorruptionError(
+            f"no checkpoint row id is left to give: the highest one used is {top} (SQLite's "
+            "largest integer), which only a change outside ckptdb (seq_high_water or a "
+            "checkpoint row) can reach. Nothing was written. Run `ckptdb verify`, then "
+            "restore the file from a backup or `ckptdb export` its checkpoints into a new one.",
+            reason="seq_exhausted",
+            seq=top,
+        )
+
+
+#: SQLite's largest integer: a checkpoint's seq cannot go past it.
+_MAX_SEQ = (1 << 63) - 1
 
 
 def _check_labels_free(conn: Connection, namespace_id: int, wanted: dict[str, str]) -> None:
