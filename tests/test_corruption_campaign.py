@@ -489,6 +489,33 @@ def test_gc_runs_past_stray_blob_ref_rows_and_one_blob_named_twice(db_path: Path
         assert db.get(kept).read("a") == b"twice" * 100
 
 
+@pytest.mark.parametrize("size", [3000, 400_000])  # inline, chunked
+def test_a_blob_deleted_under_a_stored_checkpoint_reads_as_corruption_not_as_collected(
+    db_path: Path, size: int
+) -> None:
+    """A handle that read a checkpoint before (its manifest cached) and finds its blob row
+    gone: while the checkpoint is stored that is damage (F3-4; it said the checkpoint was
+    garbage-collected); once the checkpoint is gone too, it was collected."""
+    with ckptdb.open(db_path) as db:
+        cid = db.commit("ns", {"a": os.urandom(size)}).checkpoint_id
+        db.commit("ns", {"a": b"newer"})
+        db.commit("ns", {"a": b"newest"})
+        cp = db.get(cid)
+        raw_sql(db_path, "DELETE FROM blob WHERE size = ?", (size,))
+        with pytest.raises(errors.CorruptionError) as caught:
+            db.get(cid).read("a")
+        assert caught.value.details.get("reason") == "blob_missing"
+        assert caught.value.details.get("checkpoint_id") == cid
+        raw_sql(
+            db_path,
+            "DELETE FROM blob_ref WHERE checkpoint_seq = (SELECT seq FROM checkpoint WHERE id = ?)",
+            (cid,),
+        )
+        raw_sql(db_path, "DELETE FROM checkpoint WHERE id = ?", (cid,))
+        with pytest.raises(errors.CheckpointNotFoundError):
+            cp.read("a")
+
+
 def test_a_seq_high_water_at_its_largest_value_refuses_commits_with_a_typed_error(
     db_path: Path,
 ) -> None:

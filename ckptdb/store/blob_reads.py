@@ -17,6 +17,7 @@ from typing import Any
 from .. import canonical, errors
 from ..connection import Connection
 from .blob_reader import READ_AT_ONCE, ChunkedBlobReader, corruption, gone
+from .checkpoints import existing_ids
 from .crypto import Scope
 from .encoding import decoded, verified_inline
 from .rows import check_types
@@ -37,6 +38,23 @@ class BlobReads:
         row = self.conn.one("SELECT codec, inline_data FROM blob WHERE blob_id = ?", (blob_id,))
         return (None, None) if row is None else (row[0], row[1])
 
+    def missing(self, where: dict[str, Any], digest: str) -> errors.CkptdbError:
+        """The error for a blob row that is not there: its checkpoint was collected
+        (CheckpointNotFoundError), or -- the checkpoint still stored -- the blob was
+        deleted under it (CorruptionError: only damage, an edit outside ckptdb or a
+        deletion that trusted damaged ``blob_ref`` rows does that)."""
+        checkpoint_id = where.get("checkpoint_id")
+        if isinstance(checkpoint_id, str) and existing_ids(self.conn, [checkpoint_id]):
+            return errors.CorruptionError(
+                f"checkpoint {checkpoint_id[:12]} is stored but its entry "
+                f"{where.get('entry')!r} names blob {digest[:12]}, which no longer exists: "
+                "the file was damaged or changed outside ckptdb. Nothing was returned. Run "
+                "`ckptdb verify`; a load with fallback finds an intact ancestor.",
+                reason="blob_missing",
+                **where,
+            )
+        return gone(where, digest)
+
     def chunked_head(
         self, blob_id: int, digest: str, size: int, scope_id: int | None, where: dict[str, Any]
     ) -> tuple[object, Scope]:
@@ -49,7 +67,7 @@ class BlobReads:
             (blob_id,),
         )
         if row is None:
-            raise gone(where, digest)
+            raise self.missing(where, digest)
         if row[0] != digest:
             raise corruption(
                 where, digest, "the blob row names another digest", "blob_digest_mismatch"
@@ -82,7 +100,7 @@ class BlobReads:
             (blob_id,),
         )
         if row is None:
-            raise gone(where, digest)
+            raise self.missing(where, digest)
         if row[0] == 0:
             scope = self.keyring.scope(self.conn, row[3])
             data = verified_inline(row[1], size, digest, row[2], scope)
