@@ -146,6 +146,13 @@ def test_bench_langgraph_scale_quick(tmp_path: Path) -> None:
     assert not list(kept.glob("*-scratch.db*"))  # the scratch copies are gone
 
 
+def test_bench_read_floor_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_read_floor.py", "--quick")
+    assert set(report["median_us"]) == {"saver", "floor", "sql"}
+    assert _positive(*report["median_us"].values())
+    assert report["ratio_to_sqlite"] is None  # no SqliteSaver file given
+
+
 @pytest.mark.slow
 def test_bench_ttl_quick(tmp_path: Path) -> None:
     report = run_tool(tmp_path, "bench_ttl.py", "--quick")
