@@ -133,6 +133,14 @@ def test_a_damaged_entry_is_not_prefetched_and_its_read_says_why(db_path: Path) 
             db.read_many([(cp, "a")])
 
 
+def test_prefetch_takes_any_number_of_names(db: ckptdb.Database) -> None:
+    # More names than SQLite takes parameters in one statement, beside the ids.
+    cid = db.commit("ns", {"a": b"1", "b": b"2"}).checkpoint_id
+    names = ["a", *(f"n{i}" for i in range(40_000)), "b"]
+    cp = db.get_many([cid], prefetch=names)[cid]
+    assert db.read_many([(cp, "a"), (cp, "b")]) == [b"1", b"2"]
+
+
 @pytest.mark.parametrize("prefetch", ["a", b"a", 3, ["a", ""], ["../a"]])
 def test_get_many_refuses_a_prefetch_that_is_not_a_list_of_entry_names(
     db: ckptdb.Database, prefetch: object

@@ -205,12 +205,14 @@ def manifests_by_ids(
     width = len(CHECKPOINT_TYPES)
     # The asked-for entries' stored bytes, beside the blob columns the manifest needs
     # anyway: no second statement for a small entry read with its manifest.
+    # The names travel as one JSON parameter: any number of them fits beside 500 ids.
     held = (
         "CASE WHEN b.chunk_count = 0 AND json_extract(j.value, '$[0]') IN"
-        f" ({','.join('?' * len(inline_of))}) THEN b.inline_data END, b.codec"
+        " (SELECT value FROM json_each(?)) THEN b.inline_data END, b.codec"
         if inline_of
         else "NULL, NULL"
     )
+    names = (json.dumps(inline_of),) if inline_of else ()
     for start in range(0, len(checkpoint_ids), 500):
         part = checkpoint_ids[start : start + 500]
         marks = ",".join("?" * len(part))
@@ -225,7 +227,7 @@ def manifests_by_ids(
             " c.entries IS NULL OR json_valid(c.entries) THEN c.entries ELSE '[null]' END) j"
             " LEFT JOIN blob b ON b.blob_id = json_extract(j.value, '$[1]')"
             f" WHERE c.id IN ({marks}) ORDER BY c.seq, {width + 3}",
-            (*inline_of, *part),
+            (*names, *part),
         ):
             cid = r[1]
             if cid not in found:
