@@ -12,6 +12,7 @@ key scope (its test key in the JSON), a quota, a pin, a code revision and a fork
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -105,10 +106,16 @@ def _since_v5(db: ckptdb.Database, rng: random.Random) -> None:
     db.copy_checkpoints(ids, "agent/brain-1-fork", metadata={"forked": True})
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Write tests/fixtures/v<N>.ckpt and v<N>.json for the current schema "
+        "version N (once per version, before the next migration is added)."
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing fixture")
+    args = parser.parse_args(argv)
     version = core_set().latest
     out = REPO / "tests" / "fixtures" / f"v{version}.ckpt"
-    if out.exists() and "--force" not in sys.argv:
+    if out.exists() and not args.force:
         sys.exit(f"{out} exists; fixtures are generated once per version (use --force)")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(str(out) + suffix):
