@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import ckptdb
 from ckptdb.ops.handle import Handle
 from ckptdb.ops.open import open_handle
 from ckptdb.replication import scratch
+from ckptdb.testing.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,6 +28,20 @@ REPO = Path(__file__).resolve().parent.parent
 def db_path(tmp_path: Path) -> Path:
     """Path of a database file that does not exist yet."""
     return tmp_path / "test.ckpt"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL cluster for the whole run (started on first use, stopped
+    by its own pid at the end); tests that stop or crash a server start their own."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer) -> str:
+    """The URL of a new, empty database on the shared server."""
+    return pg_server.create_database("t_" + uuid.uuid4().hex[:16])
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
-"""The one package that talks to apsw.
+"""The one package that talks to apsw (and, in :mod:`.postgres`, to psycopg).
 
 Everything SQLite-specific about *how* ckptdb talks to the file lives here; modules above
-issue SQL through :class:`Connection` and never see an apsw object or exception.
+issue SQL through :class:`Connection` and never see an apsw object or exception. The
+PostgreSQL engine's connection lives in the subpackage :mod:`.postgres`, imported only when
+a PostgreSQL URL is opened (docs/postgresql.md).
 
 | module | its one job |
 | --- | --- |
@@ -18,6 +20,7 @@ issue SQL through :class:`Connection` and never see an apsw object or exception.
 | :mod:`.faults` | a fault-injecting VFS for the reliability harness |
 | :mod:`.slow_sync` | a VFS whose fsync is a fixed sleep, for benchmarks |
 | :mod:`.litestream_vfs` | Litestream's read-replica VFS |
+| :mod:`.postgres` | the PostgreSQL engine's connection (psycopg) |
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Final, Literal
 
 import apsw
 
@@ -29,6 +29,9 @@ class Connection(StatementRunner):
     Not shared between threads without the owner's lock: :class:`ckptdb.Database` holds
     one per handle and serializes access itself.
     """
+
+    #: Which engine the store is talking to (the PostgreSQL connection says "postgresql").
+    dialect: Final = "sqlite"
 
     def __init__(
         self,

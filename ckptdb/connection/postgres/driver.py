@@ -1,0 +1,255 @@
+"""The connection ckptdb works through on PostgreSQL: statements with the SQLite engine's
+parameter marks, explicit transactions and transaction-scoped locks, errors translated.
+
+Its statement methods are those of the SQLite connection (``execute``, ``one``, ``scalar``,
+``iterate``, ``executemany``, ``execute_script``, ``changes``) so that the store can run one
+statement text on either engine where the two agree. What differs is said by
+:attr:`PgConnection.dialect`.
+
+Transactions (see docs/postgresql.md, "Transactions"):
+
+* :meth:`PgConnection.write_transaction` -- ``BEGIN ISOLATION LEVEL READ COMMITTED``. Many
+  writers run at once; what SQLite gets by serializing them, a writer here takes explicitly:
+  a compare-and-swap ``UPDATE`` (its row lock, then the re-check of its ``WHERE`` on the
+  newest row version) or a transaction-scoped advisory lock on a name (:meth:`lock`).
+  A COMMIT whose connection is lost is reported as ``CommitOutcomeUnknownError``.
+* :meth:`PgConnection.read_transaction` -- ``REPEATABLE READ READ ONLY``: one snapshot for
+  every statement of the block, as an SQLite read transaction gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+import psycopg
+
+from ... import errors
+from .placeholders import bind
+from .translate import DRIVER_ERRORS, lost, translate
+
+Row = tuple[Any, ...]
+Params = Sequence[Any] | Mapping[str, Any]
+
+#: How long a statement waits for a row or advisory lock before it gives up
+#: (``BusyTimeoutError``), as SQLite's busy timeout bounds a writer's wait.
+DEFAULT_LOCK_TIMEOUT_S: Final = 5.0
+
+
+def lock_key(name: str) -> int:
+    """The 64-bit advisory-lock key of a name (first 8 bytes of its sha256, signed)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+class PgConnection:
+    """A psycopg connection plus the few operations ckptdb needs, with errors translated.
+
+    Not shared between threads without the owner's lock (as the SQLite connection)."""
+
+    #: Which engine the store is talking to.
+    dialect: Final = "postgresql"
+
+    def __init__(self, raw: psycopg.Connection[Row], url: str, readonly: bool) -> None:
+        self._raw = raw
+        self.url = url
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        self._in_transaction = False
+        self._rowcount = -1
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        readonly: bool = False,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
+        connect_timeout: float = 10.0,
+    ) -> PgConnection:
+        """Connect to the database at ``url`` (a libpq URL or key=value string).
+        ``readonly``: every transaction is read-only (a write is ``ReadOnlyError``)."""
+        if lock_timeout <= 0 or connect_timeout <= 0:
+            raise errors.InvalidInputError("lock_timeout and connect_timeout must be > 0 s")
+        options = f"-c lock_timeout={int(lock_timeout * 1000)}"
+        if readonly:
+            options += " -c default_transaction_read_only=on"
+        try:
+            raw = psycopg.connect(
+                url,
+                autocommit=True,  # BEGIN and COMMIT are this class's, never implicit
+                connect_timeout=max(1, round(connect_timeout)),
+                options=options,
+                application_name="ckptdb",
+            )
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, "connecting to PostgreSQL") from exc
+        return cls(raw, url, readonly)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (idempotent); an open transaction is rolled back by the
+        server."""
+        self._raw.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closed or lost."""
+        return bool(self._raw.closed or self._raw.broken)
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while a transaction of this connection is open."""
+        return self._in_transaction
+
+    @property
+    def backend_pid(self) -> int:
+        """The server process serving this connection (``pg_stat_activity.pid``)."""
+        return int(self._raw.info.backend_pid)
+
+    # -- statements ----------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows (none for a statement without)."""
+        text, values = bind(sql, params)
+        try:
+            with self._lock:
+                cursor = self._raw.execute(text, values, prepare=None)
+                self._rowcount = cursor.rowcount
+                return cursor.fetchall() if cursor.description is not None else []
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, "PostgreSQL") from exc
+
+    def execute_script(self, sql: str) -> None:
+        """Run every statement of a script without parameters (a migration)."""
+        try:
+            with self._lock:
+                self._raw.execute(sql.encode(), prepare=False)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, "PostgreSQL") from exc
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        """Run one statement once per parameter row (pipelined: one round trip)."""
+        if not rows:
+            return
+        text = bind(sql, rows[0])[0]
+        values = [bind(sql, row)[1] for row in rows]
+        try:
+            with self._lock, self._raw.cursor() as cursor:
+                cursor.executemany(text, values)
+                self._rowcount = cursor.rowcount
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, "PostgreSQL") from exc
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        """The first row of a query, or None."""
+        rows = self.execute(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Params = ()) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        row = self.one(sql, params)
+        return None if row is None else row[0]
+
+    def iterate(self, sql: str, params: Params = (), *, batch: int = 1000) -> Iterator[Row]:
+        """Stream the rows of a large query in batches (a server-side cursor, so the whole
+        result never sits in memory); inside a transaction, whose snapshot it reads."""
+        if not self._in_transaction:
+            raise errors.CkptdbError("internal: iterate() needs an open transaction")
+        text, values = bind(sql, params)
+        with self._lock:
+            cursor = self._raw.cursor(name=f"ckptdb_{id(self)}_{threading.get_ident()}")
+        try:
+            try:
+                cursor.execute(text, values)
+                while rows := cursor.fetchmany(batch):
+                    yield from rows
+            except DRIVER_ERRORS as exc:
+                raise translate(exc, "PostgreSQL") from exc
+        finally:
+            if not self.closed:
+                cursor.close()
+
+    def changes(self) -> int:
+        """Rows changed by the most recent INSERT, UPDATE or DELETE."""
+        return max(self._rowcount, 0)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[None]:
+        """``BEGIN`` (read committed) ... ``COMMIT``; ROLLBACK when the block raises. A
+        connection lost at COMMIT means the outcome is unknown:
+        ``CommitOutcomeUnknownError``, never success."""
+        with self._lock:
+            if self._in_transaction:
+                raise errors.CkptdbError(
+                    "internal: write_transaction entered while a transaction is open"
+                )
+            self._begin("BEGIN ISOLATION LEVEL READ COMMITTED")
+            try:
+                yield
+            except BaseException:
+                self._rollback_quietly()
+                raise
+            try:
+                self._raw.execute("COMMIT")
+            except DRIVER_ERRORS as exc:
+                self._in_transaction = False
+                if lost(exc):
+                    raise errors.CommitOutcomeUnknownError(
+                        f"COMMIT: the connection to PostgreSQL was lost ({exc}); the "
+                        "transaction may or may not have committed. Retry the same call: "
+                        "it converges on the same result."
+                    ) from exc
+                raise translate(exc, "COMMIT") from exc
+            self._in_transaction = False
+
+    @contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """One snapshot for every statement of the block (``REPEATABLE READ READ ONLY``).
+        Inside another transaction it simply joins it."""
+        with self._lock:
+            if self._in_transaction:
+                yield
+                return
+            self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield
+            except BaseException:
+                self._rollback_quietly()
+                raise
+            try:
+                self._raw.execute("COMMIT")
+            except DRIVER_ERRORS as exc:
+                raise translate(exc, "end of read transaction") from exc
+            finally:
+                self._in_transaction = False
+
+    def lock(self, name: str) -> None:
+        """Take the transaction-scoped advisory lock of ``name``: another transaction that
+        asks for it waits until this one ends (up to the lock timeout: BusyTimeoutError)."""
+        if not self._in_transaction:
+            raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
+        self.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(name),))
+
+    def _begin(self, statement: str) -> None:
+        try:
+            self._raw.execute(statement)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, "BEGIN") from exc
+        self._in_transaction = True
+
+    def _rollback_quietly(self) -> None:
+        # A failing ROLLBACK (the connection is gone) is secondary to the error already
+        # propagating: the server rolls back a transaction whose session ended.
+        self._in_transaction = False
+        if self.closed:
+            return
+        try:
+            self._raw.execute("ROLLBACK")
+        except DRIVER_ERRORS:
+            return
