@@ -57,6 +57,7 @@ def test_the_changelog_starts_with_this_version_and_lists_every_migration() -> N
     text = CHANGELOG.read_text()
     shipped = [
         *sorted((REPO / "migrations").glob("*.sql")),
+        *sorted((REPO / "migrations" / "postgresql").glob("*.sql")),
         *sorted((REPO / "ckptdb" / "integrations" / "langgraph" / "migrations").glob("*.sql")),
     ]
     assert len(shipped) >= 9

@@ -273,6 +273,13 @@ class Connection(StatementRunner):
                 self._rollback_quietly()
                 raise translate(exc, "RELEASE") from exc
 
+    def lock(self, name: str) -> None:
+        """Serialize with every other writer that locks ``name`` until this transaction
+        ends. SQLite's write transaction already serializes every writer, so nothing more
+        is taken here (the PostgreSQL connection takes an advisory lock)."""
+        if not self._raw.in_transaction:
+            raise errors.CkptdbError("internal: a lock needs an open write transaction")
+
     @contextmanager
     def read_transaction(self) -> Iterator[None]:
         """A consistent snapshot for several reads (``BEGIN`` ... ``COMMIT``).

@@ -9,6 +9,11 @@ For every set the runner records version, name, checksum (sha256 of the file wit
 endings normalized), time and the ckptdb version that applied it in ``ckptdb_migration``; the
 core version is also kept in ``PRAGMA user_version`` so that a file written by a newer
 ckptdb is refused *before* any table is read or written.
+
+The PostgreSQL engine has a core set of its own (``migrations/postgresql/``: the same model
+in that engine's types) and keeps its version in ``ckptdb_migration`` alone; the runner is
+the same. Two machines migrating one database at once are serialized by the caller's
+``conn.lock(SCHEMA_LOCK)`` inside the write transaction (SQLite's write lock already is).
 """
 
 from __future__ import annotations
@@ -22,10 +27,15 @@ from importlib.resources.abc import Traversable
 from .. import __version__ as _version
 from .. import errors
 from ..connection import APPLICATION_ID, Connection, open_probe
+from ..connection.engine import EngineConnection
 from ..resources import data_dir
 from .rows import typed
 
 CORE = "core"
+#: The lock a schema change takes (see the module docstring).
+SCHEMA_LOCK = "ckptdb:schema"
+#: Where the PostgreSQL engine's core set lives, inside the shipped migrations.
+POSTGRESQL_DIR = "postgresql"
 _FILE_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 
@@ -140,23 +150,52 @@ _core_cache: MigrationSet | None = None
 
 
 def core_set() -> MigrationSet:
-    """The core migrations shipped with this ckptdb."""
+    """The core migrations shipped with this ckptdb (the SQLite engine's)."""
     global _core_cache  # noqa: PLW0603 - immutable, loaded once per process
     if _core_cache is None:
         _core_cache = load_set(CORE, data_dir("migrations"))
     return _core_cache
 
 
-def user_version(conn: Connection) -> int:
-    """The core schema version recorded in the file header."""
-    return int(conn.pragma("user_version"))
+def postgresql_core_set() -> MigrationSet:
+    """The PostgreSQL engine's core migrations shipped with this ckptdb."""
+    return load_set(CORE, data_dir("migrations") / POSTGRESQL_DIR)
 
 
-def applied(conn: Connection, migration_set: str) -> list[AppliedMigration]:
+def core_set_for(conn: EngineConnection) -> MigrationSet:
+    """The core set of ``conn``'s engine."""
+    return core_set() if isinstance(conn, Connection) else postgresql_core_set()
+
+
+def _has_history(conn: EngineConnection) -> bool:
+    """True once the ``ckptdb_migration`` table exists."""
+    if isinstance(conn, Connection):
+        found = conn.scalar(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ckptdb_migration'"
+        )
+    else:
+        found = conn.scalar("SELECT to_regclass('ckptdb_migration') IS NOT NULL")
+    return bool(found)
+
+
+def user_version(conn: EngineConnection) -> int:
+    """The core schema version: on SQLite the one recorded in the file header (readable
+    before any table is); on PostgreSQL the newest core version in ``ckptdb_migration``."""
+    if isinstance(conn, Connection):
+        return int(conn.pragma("user_version"))
+    if not _has_history(conn):
+        return 0
+    return int(
+        conn.scalar(
+            "SELECT coalesce(max(version), 0) FROM ckptdb_migration WHERE migration_set = ?",
+            (CORE,),
+        )
+    )
+
+
+def applied(conn: EngineConnection, migration_set: str) -> list[AppliedMigration]:
     """Applied migrations of one set, oldest first (empty before the core's first)."""
-    if not conn.scalar(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ckptdb_migration'"
-    ):
+    if not _has_history(conn):
         return []
     rows = conn.execute(
         "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
@@ -166,7 +205,7 @@ def applied(conn: Connection, migration_set: str) -> list[AppliedMigration]:
     return [typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows]
 
 
-def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:
+def refuse_too_new(conn: EngineConnection, mset: MigrationSet) -> None:
     """Raise SchemaTooNewError when the file is newer than this code (reads only the header
     for the core set, so a future schema is never touched)."""
     if mset.name == CORE:
@@ -177,7 +216,7 @@ def refuse_too_new(conn: Connection, mset: MigrationSet) -> None:
     refuse_version(conn, mset, version)
 
 
-def refuse_version(conn: Connection, mset: MigrationSet, version: int) -> None:
+def refuse_version(conn: EngineConnection, mset: MigrationSet, version: int) -> None:
     """Raise SchemaTooNewError when ``version`` (the file's, of ``mset``) is newer than
     this code knows."""
     if version > mset.latest:
@@ -195,7 +234,7 @@ def refuse_version(conn: Connection, mset: MigrationSet, version: int) -> None:
         )
 
 
-def _writer_of(conn: Connection, migration_set: str, version: int) -> str | None:
+def _writer_of(conn: EngineConnection, migration_set: str, version: int) -> str | None:
     """The ckptdb release that applied ``version`` of a set, as the file records it; None
     when a newer schema keeps that record differently (the error then names no release)."""
     try:
@@ -208,7 +247,7 @@ def _writer_of(conn: Connection, migration_set: str, version: int) -> str | None
     return found if isinstance(found, str) and found else None
 
 
-def check_history(conn: Connection, mset: MigrationSet) -> list[Migration]:
+def check_history(conn: EngineConnection, mset: MigrationSet) -> list[Migration]:
     """Validate what was applied against what ships; return the pending migrations.
 
     Refuses (without writing) a file newer than the code, an applied migration whose
@@ -254,7 +293,9 @@ def check_target(mset: MigrationSet, target: int | None) -> int:
     return goal
 
 
-def apply_next(conn: Connection, mset: MigrationSet, migration: Migration, now_ms: int) -> bool:
+def apply_next(
+    conn: EngineConnection, mset: MigrationSet, migration: Migration, now_ms: int
+) -> bool:
     """Apply ``migration`` inside the caller's write transaction, unless another process
     applied it while the caller waited for the write lock. True when it was applied here."""
     pending = check_history(conn, mset)
@@ -264,7 +305,7 @@ def apply_next(conn: Connection, mset: MigrationSet, migration: Migration, now_m
     return True
 
 
-def create_schema(conn: Connection, mset: MigrationSet, now_ms: int) -> bool:
+def create_schema(conn: EngineConnection, mset: MigrationSet, now_ms: int) -> bool:
     """Bring a new, empty file to the latest version of ``mset`` inside the caller's write
     transaction (which records the file's settings too, so no process ever sees tables
     without them). False, with nothing written, when another process created the schema
@@ -278,7 +319,12 @@ def create_schema(conn: Connection, mset: MigrationSet, now_ms: int) -> bool:
 
 
 def apply_one(
-    conn: Connection, mset: MigrationSet, migration: Migration, *, rolled_back_to: int, now_ms: int
+    conn: EngineConnection,
+    mset: MigrationSet,
+    migration: Migration,
+    *,
+    rolled_back_to: int,
+    now_ms: int,
 ) -> None:
     """Run one migration and record it, inside the caller's write transaction (whose
     rollback leaves the set at version ``rolled_back_to``)."""
@@ -301,7 +347,7 @@ def apply_one(
             _version,
         ),
     )
-    if mset.name == CORE:
+    if mset.name == CORE and isinstance(conn, Connection):
         conn.pragma("user_version", migration.version)
         if migration.version == 1:
             conn.pragma("application_id", APPLICATION_ID)
@@ -342,7 +388,7 @@ def verify_backup(source: Connection, backup_path: str) -> None:
         probe.close()
 
 
-def applied_sets(conn: Connection) -> dict[str, int]:
+def applied_sets(conn: EngineConnection) -> dict[str, int]:
     """Every migration set recorded in the file with its newest version."""
     if not user_version(conn):
         return {}
@@ -355,7 +401,7 @@ def applied_sets(conn: Connection) -> dict[str, int]:
     }
 
 
-def all_applied(conn: Connection) -> list[AppliedMigration]:
+def all_applied(conn: EngineConnection) -> list[AppliedMigration]:
     """Every applied migration of every set, in the order they were applied."""
     if not user_version(conn):
         return []

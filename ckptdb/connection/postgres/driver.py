@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from ... import errors
 from .placeholders import bind
@@ -37,6 +38,20 @@ Params = Sequence[Any] | Mapping[str, Any]
 #: How long a statement waits for a row or advisory lock before it gives up
 #: (``BusyTimeoutError``), as SQLite's busy timeout bounds a writer's wait.
 DEFAULT_LOCK_TIMEOUT_S: Final = 5.0
+
+
+def display_name(url: str) -> str:
+    """``url`` as messages show it: user, host, port and database, never the password
+    (an unparsable URL is shown as "a PostgreSQL database")."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "a PostgreSQL database"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = str(parts.get("host") or "")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    where = f"[{host}]" if host.startswith("/") else host
+    return f"postgresql://{user}{where}{port}/{parts.get('dbname') or ''}"
 
 
 def lock_key(name: str) -> int:
@@ -55,6 +70,9 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Row], url: str, readonly: bool) -> None:
         self._raw = raw
         self.url = url
+        #: how messages name this database (the URL without its password), as the SQLite
+        #: connection's ``path`` names its file
+        self.path = display_name(url)
         self.readonly = readonly
         self._lock = threading.RLock()
         self._in_transaction = False
@@ -85,7 +103,7 @@ class PgConnection:
                 application_name="ckptdb",
             )
         except DRIVER_ERRORS as exc:
-            raise translate(exc, "connecting to PostgreSQL") from exc
+            raise translate(exc, f"connecting to {display_name(url)}") from exc
         return cls(raw, url, readonly)
 
     # -- lifecycle ---------------------------------------------------------------------
