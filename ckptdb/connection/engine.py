@@ -9,7 +9,7 @@ SQLite's own features (pragmas, incremental blob I/O, ``sqlite_schema``) keeps t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from .statements import Params, Row
@@ -52,6 +52,10 @@ class EngineConnection(Protocol):
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
         """The first column of the first row, or None."""
+        ...
+
+    def iterate(self, sql: str, params: Params = ()) -> Iterator[Row]:
+        """Stream the rows of a large query."""
         ...
 
     def changes(self) -> int:

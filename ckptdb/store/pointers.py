@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from .. import canonical, errors
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from .rows import (
     HISTORY_TYPES,
     POINTER_TYPES,
@@ -41,10 +41,21 @@ _POINTER_COLUMNS = (
     f" p.current_seq, COALESCE(c.id, {_MOVE.format(col='current_id')}),"
     " CASE WHEN p.fallback_seq IS NULL THEN NULL"
     f" ELSE COALESCE(f.id, {_MOVE.format(col='fallback_id')}) END, p.revision, p.digest,"
-    " p.previous_digest, p.updated_at_ms, CAST(c.parent_id AS BLOB), c.generation,"
-    " c.entry_count, c.total_size, CAST(c.metadata AS BLOB),"
+    " p.previous_digest, p.updated_at_ms, {parent}, c.generation,"
+    " c.entry_count, c.total_size, {metadata},"
     " (SELECT scope_id FROM namespace WHERE namespace_id = p.namespace_id), c.seq IS NOT NULL"
 )
+#: Text columns read as bytes, by engine (PostgreSQL's CAST to bytea would parse escapes).
+_POINTER_SELECT = {
+    "sqlite": _POINTER_COLUMNS.format(
+        parent="CAST(c.parent_id AS BLOB)", metadata="CAST(c.metadata AS BLOB)"
+    ),
+    "postgresql": _POINTER_COLUMNS.format(
+        parent="convert_to(c.parent_id, 'UTF8')", metadata="convert_to(c.metadata, 'UTF8')"
+    ),
+}
+#: ``LIMIT`` for "no limit", by engine.
+_NO_LIMIT = {"sqlite": -1, "postgresql": None}
 
 
 def _summary(values: tuple[Any, ...]) -> CurrentSummary | None:
@@ -81,11 +92,11 @@ def _pointer(row: tuple[Any, ...]) -> PointerRow:
     )  # fmt: skip
 
 
-def pointer(conn: Connection, namespace: str) -> PointerRow | None:
+def pointer(conn: EngineConnection, namespace: str) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
     checkpoint that is not stored is returned, with ``current_stored`` False)."""
     row = conn.one(
-        f"SELECT {_POINTER_COLUMNS}"
+        f"SELECT {_POINTER_SELECT[conn.dialect]}"
         " FROM pointer p LEFT JOIN checkpoint c"
         " ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
@@ -95,13 +106,13 @@ def pointer(conn: Connection, namespace: str) -> PointerRow | None:
     return None if row is None else _pointer(row)
 
 
-def all_pointers(conn: Connection, *, unstored: bool = False) -> list[PointerRow]:
+def all_pointers(conn: EngineConnection, *, unstored: bool = False) -> list[PointerRow]:
     """Every CURRENT pointer that names a stored checkpoint, by namespace name (verify
     reports the others: :func:`dangling`); with ``unstored``, the others too (their ids
     from the pointer history, ``current_stored`` False: import checks a source's)."""
     join = "LEFT JOIN" if unstored else "JOIN"
     rows = conn.execute(
-        f"SELECT {_POINTER_COLUMNS}"
+        f"SELECT {_POINTER_SELECT[conn.dialect]}"
         " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
         f" {join} checkpoint c ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
@@ -110,19 +121,19 @@ def all_pointers(conn: Connection, *, unstored: bool = False) -> list[PointerRow
     return [_pointer(r) for r in rows]
 
 
-def history(conn: Connection, namespace: str, limit: int | None = None) -> list[HistoryRow]:
+def history(conn: EngineConnection, namespace: str, limit: int | None = None) -> list[HistoryRow]:
     """Pointer moves of a namespace, newest first."""
     rows = conn.execute(
         "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
         " h.reason, h.at_ms FROM pointer_history h"
         " JOIN namespace n ON n.namespace_id = h.namespace_id"
         " WHERE n.name = ? ORDER BY h.revision DESC LIMIT ?",
-        (namespace, -1 if limit is None else limit),
+        (namespace, _NO_LIMIT[conn.dialect] if limit is None else limit),
     )
     return [typed(HistoryRow, r, HISTORY_TYPES, "pointer history row") for r in rows]
 
 
-def moves_to(conn: Connection, namespace_id: int, checkpoint_id: str) -> list[HistoryRow]:
+def moves_to(conn: EngineConnection, namespace_id: int, checkpoint_id: str) -> list[HistoryRow]:
     """The pointer moves of a namespace that made ``checkpoint_id`` CURRENT, newest first."""
     rows = conn.execute(
         "SELECT n.name, h.revision, h.current_id, h.fallback_id, h.previous_digest, h.digest,"
@@ -150,7 +161,7 @@ def check_pointer(ptr: PointerRow) -> None:
 
 
 def move(
-    conn: Connection,
+    conn: EngineConnection,
     *,
     namespace: str,
     namespace_id: int,
@@ -171,10 +182,14 @@ def move(
     ``fallback``: True (the default) makes the old CURRENT the fallback; a (seq, id) pair or
     None names the fallback explicitly (used when moving away from a checkpoint known to be
     damaged, which must not become the fallback)."""
-    if previous is None and conn.scalar(
-        "SELECT 1 FROM pointer WHERE namespace_id = ?", (namespace_id,)
+    if (
+        previous is None
+        and conn.dialect == "sqlite"
+        and conn.scalar("SELECT 1 FROM pointer WHERE namespace_id = ?", (namespace_id,))
     ):
-        # The caller read no pointer, yet the row exists (a damaged or edited file).
+        # The caller read no pointer, yet the row exists: under SQLite's write lock the
+        # caller's read is still true, so this is a damaged or edited file. (On PostgreSQL
+        # it is a writer that got there first: the insert below loses to it.)
         raise pointer_dangling(namespace)
     if previous is not None and not previous.current_stored and fallback is True:
         # The old CURRENT is not stored, so it cannot become the fallback. Moving away
@@ -191,11 +206,23 @@ def move(
     previous_digest = previous.digest if previous is not None else None
     digest = canonical.pointer_digest(namespace, revision, new_id, fallback_id, previous_digest)
     if previous is None:
-        conn.execute(
+        # The first move of a namespace. Writers that run at once (PostgreSQL) may both
+        # have read no pointer: the loser's insert does nothing and it writes nothing.
+        created = conn.execute(
             "INSERT INTO pointer (namespace_id, current_seq, fallback_seq, revision, digest,"
-            " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " previous_digest, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (namespace_id) DO NOTHING RETURNING 1",
             (namespace_id, new_seq, fallback_seq, revision, digest, previous_digest, now_ms),
         )
+        if not created:
+            raise errors.ConflictError(
+                f"namespace {namespace!r}: another writer made the first checkpoint CURRENT "
+                "while this one was being written; nothing was written. Try again.",
+                expected=None,
+                actual=None,
+                namespace=namespace,
+                reason="pointer_moved",
+            )
     else:
         # A compare-and-swap on the pointer the caller read (or cached): a move decided
         # against any other state would fork the chain, so it writes nothing instead.
@@ -230,7 +257,7 @@ def move(
     )  # fmt: skip
 
 
-def confirm(conn: Connection, ptr: PointerRow, now_ms: int) -> None:
+def confirm(conn: EngineConnection, ptr: PointerRow, now_ms: int) -> None:
     """Write a tiny change so the enclosing transaction's COMMIT syncs the WAL.
 
     Used when CURRENT already names the checkpoint being committed: the frames that hold it
@@ -243,7 +270,7 @@ def confirm(conn: Connection, ptr: PointerRow, now_ms: int) -> None:
     )
 
 
-def history_of(conn: Connection, namespace_id: int) -> list[tuple[Any, ...]]:
+def history_of(conn: EngineConnection, namespace_id: int) -> list[tuple[Any, ...]]:
     """The raw history rows of a namespace, oldest first, as stored (for a verbatim copy):
     (revision, current_id, fallback_id, previous_digest, digest, reason, at_ms)."""
     return conn.execute(
@@ -254,7 +281,7 @@ def history_of(conn: Connection, namespace_id: int) -> list[tuple[Any, ...]]:
 
 
 def insert_verbatim(
-    conn: Connection,
+    conn: EngineConnection,
     ptr: PointerRow,
     *,
     namespace_id: int,
@@ -284,11 +311,12 @@ def insert_verbatim(
     )
 
 
-def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int]:
+def protected_seqs(conn: EngineConnection, namespace_id: int | None = None) -> set[int]:
     """Seqs of every CURRENT and fallback (of one namespace, or all)."""
     protected: set[int] = set()
     for row in conn.execute(
-        "SELECT current_seq, fallback_seq FROM pointer WHERE ?1 IS NULL OR namespace_id = ?1",
+        "SELECT current_seq, fallback_seq FROM pointer"
+        " WHERE CAST(?1 AS BIGINT) IS NULL OR namespace_id = ?1",
         (namespace_id,),
     ):
         check_types(row, (int, (int, type(None))), "pointer row")
@@ -296,7 +324,18 @@ def protected_seqs(conn: Connection, namespace_id: int | None = None) -> set[int
     return protected
 
 
-def protected_among(conn: Connection, seqs: list[int]) -> set[int]:
+#: The pointers naming any of a JSON list of seqs, by engine.
+_PROTECTED_AMONG = {
+    "sqlite": "SELECT current_seq, fallback_seq FROM pointer"
+    " WHERE current_seq IN (SELECT value FROM json_each(?1))"
+    " OR fallback_seq IN (SELECT value FROM json_each(?1))",
+    "postgresql": "SELECT current_seq, fallback_seq FROM pointer"
+    " WHERE current_seq IN (SELECT jsonb_array_elements_text(?1::jsonb)::BIGINT)"
+    " OR fallback_seq IN (SELECT jsonb_array_elements_text(?1::jsonb)::BIGINT)",
+}
+
+
+def protected_among(conn: EngineConnection, seqs: list[int]) -> set[int]:
     """The seqs among ``seqs`` that a CURRENT or fallback names -- any namespace's pointer:
     a damaged one may name another namespace's checkpoint, and that one is kept too. One
     statement whatever the number of namespaces (a deletion of one LangGraph thread no
@@ -306,18 +345,13 @@ def protected_among(conn: Connection, seqs: list[int]) -> set[int]:
     wanted = set(seqs)
     listed = json.dumps(sorted(wanted))
     found: set[int] = set()
-    for row in conn.execute(
-        "SELECT current_seq, fallback_seq FROM pointer"
-        " WHERE current_seq IN (SELECT value FROM json_each(?1))"
-        " OR fallback_seq IN (SELECT value FROM json_each(?1))",
-        (listed,),
-    ):
+    for row in conn.execute(_PROTECTED_AMONG[conn.dialect], (listed,)):
         check_types(row, (int, (int, type(None))), "pointer row")
         found.update(v for v in row if v is not None)
     return found & wanted
 
 
-def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:
+def dangling(conn: EngineConnection) -> list[tuple[Any, str, Any]]:
     """(namespace id, 'current' or 'fallback', seq) of every pointer that names a checkpoint
     row that is not stored (for verify: what the foreign keys of schema v5 prevented). The
     ids and seqs are returned as stored: a damaged row may hold a value of another type."""
@@ -335,12 +369,12 @@ def dangling(conn: Connection) -> list[tuple[Any, str, Any]]:
     ]
 
 
-def delete(conn: Connection, namespace_id: int) -> None:
+def delete(conn: EngineConnection, namespace_id: int) -> None:
     """Remove a namespace's pointer (drop_namespace; its history goes with the namespace)."""
     conn.execute("DELETE FROM pointer WHERE namespace_id = ?", (namespace_id,))
 
 
-def trim_history(conn: Connection, namespace_id: int, moves: int) -> tuple[int, int | None]:
+def trim_history(conn: EngineConnection, namespace_id: int, moves: int) -> tuple[int, int | None]:
     """Delete the moves older than the newest ``moves`` (inside the caller's write
     transaction). Returns (rows deleted, first revision kept or None if nothing changed)."""
     newest = conn.scalar(
@@ -357,7 +391,7 @@ def trim_history(conn: Connection, namespace_id: int, moves: int) -> tuple[int, 
     return changed, floor if changed else None
 
 
-def iterate_history(conn: Connection) -> Any:
+def iterate_history(conn: EngineConnection) -> Any:
     """Every history row as stored, by namespace and revision (for verify):
     (namespace_id, revision, current_id, fallback_id, previous_digest, digest)."""
     return conn.iterate(
@@ -366,6 +400,6 @@ def iterate_history(conn: Connection) -> Any:
     )
 
 
-def count(conn: Connection) -> int:
+def count(conn: EngineConnection) -> int:
     """Number of namespaces with a CURRENT pointer."""
     return int(conn.scalar("SELECT count(*) FROM pointer") or 0)
