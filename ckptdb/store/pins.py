@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from .. import errors, models
-from ..connection import Connection
+from ..connection.engine import EngineConnection
+from . import dialect
 from .rows import CheckpointRow, check_types
 
 MAX_PIN_NAME = 200
@@ -46,20 +47,22 @@ def _model(row: tuple[Any, ...]) -> models.Pin:
     )
 
 
-def get(conn: Connection, name: str) -> models.Pin | None:
+def get(conn: EngineConnection, name: str) -> models.Pin | None:
     """The pin with this name, if any."""
     row = conn.one(_SELECT + " WHERE p.name = ?", (name,))
     return None if row is None else _model(row)
 
 
-def list_pins(conn: Connection, namespace: str | None = None) -> list[models.Pin]:
+def list_pins(conn: EngineConnection, namespace: str | None = None) -> list[models.Pin]:
     """Pins (of one namespace, or all), by name."""
-    rows = conn.execute(_SELECT + " WHERE ?1 IS NULL OR n.name = ?1 ORDER BY p.name", (namespace,))
+    rows = conn.execute(
+        _SELECT + " WHERE CAST(?1 AS TEXT) IS NULL OR n.name = ?1 ORDER BY p.name", (namespace,)
+    )
     return [_model(r) for r in rows]
 
 
 def pin(
-    conn: Connection,
+    conn: EngineConnection,
     name: str,
     target: CheckpointRow,
     *,
@@ -87,17 +90,26 @@ def pin(
             "UPDATE pin SET checkpoint_seq = ?, created_at_ms = ?, note = ? WHERE name = ?",
             (target.seq, now_ms, note, name),
         )
-    else:
-        conn.execute(
-            "INSERT INTO pin (name, checkpoint_seq, created_at_ms, note) VALUES (?, ?, ?, ?)",
-            (name, target.seq, now_ms, note),
-        )
+    elif not conn.execute(
+        "INSERT INTO pin (name, checkpoint_seq, created_at_ms, note) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (name) DO NOTHING RETURNING 1",
+        (name, target.seq, now_ms, note),
+    ):
+        # Another writer pinned this name since it was read (PostgreSQL runs writers at
+        # once; SQLite's write lock rules this out): decide again against its pin.
+        if get(conn, name) is None:  # taken by a row that names no stored checkpoint
+            raise errors.ConstraintViolationError(
+                f"pin {name!r} exists but names no stored checkpoint (the file was changed "
+                "outside ckptdb); nothing was written. Run `ckptdb verify`, or choose "
+                "another name"
+            )
+        return pin(conn, name, target, note=note, replace=replace, now_ms=now_ms)
     found = get(conn, name)
     assert found is not None
     return found
 
 
-def unpin(conn: Connection, name: str) -> models.Pin:
+def unpin(conn: EngineConnection, name: str) -> models.Pin:
     """Remove a pin (inside the caller's write transaction); returns what it was."""
     existing = get(conn, name)
     if existing is None:
@@ -106,7 +118,7 @@ def unpin(conn: Connection, name: str) -> models.Pin:
     return existing
 
 
-def protected_seqs(conn: Connection) -> set[int]:
+def protected_seqs(conn: EngineConnection) -> set[int]:
     """Seqs of every pinned checkpoint."""
     out: set[int] = set()
     for row in conn.execute("SELECT checkpoint_seq FROM pin"):
@@ -115,14 +127,13 @@ def protected_seqs(conn: Connection) -> set[int]:
     return out
 
 
-def pinned_among(conn: Connection, seqs: list[int]) -> set[int]:
+def pinned_among(conn: EngineConnection, seqs: list[int]) -> set[int]:
     """The seqs among ``seqs`` that a pin holds (one indexed lookup each)."""
     if not seqs:
         return set()
     out: set[int] = set()
     for row in conn.execute(
-        "SELECT DISTINCT checkpoint_seq FROM pin"
-        " WHERE checkpoint_seq IN (SELECT value FROM json_each(?))",
+        f"SELECT DISTINCT checkpoint_seq FROM pin WHERE checkpoint_seq IN {dialect.int_list(conn)}",
         (json.dumps(sorted(set(seqs))),),
     ):
         check_types(row, (int,), "pin row")
@@ -130,7 +141,7 @@ def pinned_among(conn: Connection, seqs: list[int]) -> set[int]:
     return out
 
 
-def pinned_in_namespace(conn: Connection, namespace_id: int) -> set[int]:
+def pinned_in_namespace(conn: EngineConnection, namespace_id: int) -> set[int]:
     """Seqs of the pinned checkpoints of one namespace."""
     return {
         int(r[0])
@@ -142,7 +153,7 @@ def pinned_in_namespace(conn: Connection, namespace_id: int) -> set[int]:
     }
 
 
-def delete_in_namespace(conn: Connection, namespace_id: int) -> None:
+def delete_in_namespace(conn: EngineConnection, namespace_id: int) -> None:
     """Remove every pin of a namespace's checkpoints (drop_namespace with force)."""
     conn.execute(
         "DELETE FROM pin WHERE checkpoint_seq IN"

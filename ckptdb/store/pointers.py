@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import canonical, errors
 from ..connection.engine import EngineConnection
+from . import dialect
 from .rows import (
     HISTORY_TYPES,
     POINTER_TYPES,
@@ -45,17 +46,13 @@ _POINTER_COLUMNS = (
     " c.entry_count, c.total_size, {metadata},"
     " (SELECT scope_id FROM namespace WHERE namespace_id = p.namespace_id), c.seq IS NOT NULL"
 )
-#: Text columns read as bytes, by engine (PostgreSQL's CAST to bytea would parse escapes).
-_POINTER_SELECT = {
-    "sqlite": _POINTER_COLUMNS.format(
-        parent="CAST(c.parent_id AS BLOB)", metadata="CAST(c.metadata AS BLOB)"
-    ),
-    "postgresql": _POINTER_COLUMNS.format(
-        parent="convert_to(c.parent_id, 'UTF8')", metadata="convert_to(c.metadata, 'UTF8')"
-    ),
-}
-#: ``LIMIT`` for "no limit", by engine.
-_NO_LIMIT = {"sqlite": -1, "postgresql": None}
+
+
+def _pointer_columns(conn: EngineConnection) -> str:
+    return _POINTER_COLUMNS.format(
+        parent=dialect.text_as_bytes(conn, "c.parent_id"),
+        metadata=dialect.text_as_bytes(conn, "c.metadata"),
+    )
 
 
 def _summary(values: tuple[Any, ...]) -> CurrentSummary | None:
@@ -96,7 +93,7 @@ def pointer(conn: EngineConnection, namespace: str) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
     checkpoint that is not stored is returned, with ``current_stored`` False)."""
     row = conn.one(
-        f"SELECT {_POINTER_SELECT[conn.dialect]}"
+        f"SELECT {_pointer_columns(conn)}"
         " FROM pointer p LEFT JOIN checkpoint c"
         " ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
@@ -112,7 +109,7 @@ def all_pointers(conn: EngineConnection, *, unstored: bool = False) -> list[Poin
     from the pointer history, ``current_stored`` False: import checks a source's)."""
     join = "LEFT JOIN" if unstored else "JOIN"
     rows = conn.execute(
-        f"SELECT {_POINTER_SELECT[conn.dialect]}"
+        f"SELECT {_pointer_columns(conn)}"
         " FROM pointer p JOIN namespace n ON n.namespace_id = p.namespace_id"
         f" {join} checkpoint c ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
@@ -128,7 +125,7 @@ def history(conn: EngineConnection, namespace: str, limit: int | None = None) ->
         " h.reason, h.at_ms FROM pointer_history h"
         " JOIN namespace n ON n.namespace_id = h.namespace_id"
         " WHERE n.name = ? ORDER BY h.revision DESC LIMIT ?",
-        (namespace, _NO_LIMIT[conn.dialect] if limit is None else limit),
+        (namespace, dialect.no_limit(conn) if limit is None else limit),
     )
     return [typed(HistoryRow, r, HISTORY_TYPES, "pointer history row") for r in rows]
 
@@ -324,17 +321,6 @@ def protected_seqs(conn: EngineConnection, namespace_id: int | None = None) -> s
     return protected
 
 
-#: The pointers naming any of a JSON list of seqs, by engine.
-_PROTECTED_AMONG = {
-    "sqlite": "SELECT current_seq, fallback_seq FROM pointer"
-    " WHERE current_seq IN (SELECT value FROM json_each(?1))"
-    " OR fallback_seq IN (SELECT value FROM json_each(?1))",
-    "postgresql": "SELECT current_seq, fallback_seq FROM pointer"
-    " WHERE current_seq IN (SELECT jsonb_array_elements_text(?1::jsonb)::BIGINT)"
-    " OR fallback_seq IN (SELECT jsonb_array_elements_text(?1::jsonb)::BIGINT)",
-}
-
-
 def protected_among(conn: EngineConnection, seqs: list[int]) -> set[int]:
     """The seqs among ``seqs`` that a CURRENT or fallback names -- any namespace's pointer:
     a damaged one may name another namespace's checkpoint, and that one is kept too. One
@@ -345,7 +331,12 @@ def protected_among(conn: EngineConnection, seqs: list[int]) -> set[int]:
     wanted = set(seqs)
     listed = json.dumps(sorted(wanted))
     found: set[int] = set()
-    for row in conn.execute(_PROTECTED_AMONG[conn.dialect], (listed,)):
+    seqs_in = dialect.int_list(conn, "?1")
+    for row in conn.execute(
+        "SELECT current_seq, fallback_seq FROM pointer"
+        f" WHERE current_seq IN {seqs_in} OR fallback_seq IN {seqs_in}",
+        (listed,),
+    ):
         check_types(row, (int, (int, type(None))), "pointer row")
         found.update(v for v in row if v is not None)
     return found & wanted

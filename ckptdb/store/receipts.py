@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import canonical, errors, models, validation
-from ..connection import Connection
+from ..connection.engine import EngineConnection
+from . import dialect
 from .rows import check_types
 
 
@@ -23,7 +24,7 @@ def _bound(
 
 
 def store_receipt(
-    conn: Connection,
+    conn: EngineConnection,
     kind: str,
     body: dict[str, Any],
     *,
@@ -34,12 +35,12 @@ def store_receipt(
     """Insert a receipt (inside the caller's write transaction); returns its id."""
     body_json = canonical.dumps(body)
     digest = canonical.receipt_digest(_bound(kind, namespace, checkpoint_id, at_ms, body_json))
-    conn.execute(
+    (receipt_id,) = conn.execute(
         "INSERT INTO receipt (kind, namespace, checkpoint_id, at_ms, body, digest)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING receipt_id",
         (kind, namespace, checkpoint_id, at_ms, body_json, digest),
-    )
-    return conn.last_insert_rowid()
+    )[0]
+    return int(receipt_id)
 
 
 def digest_matches(
@@ -50,13 +51,13 @@ def digest_matches(
 
 
 def list_receipts(
-    conn: Connection, *, kind: str | None = None, limit: int | None = None
+    conn: EngineConnection, *, kind: str | None = None, limit: int | None = None
 ) -> list[models.Receipt]:
     """Stored receipts, newest first."""
     rows = conn.execute(
         "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"
-        " WHERE ?1 IS NULL OR kind = ?1 ORDER BY receipt_id DESC LIMIT ?2",
-        (kind, -1 if limit is None else limit),
+        " WHERE CAST(?1 AS TEXT) IS NULL OR kind = ?1 ORDER BY receipt_id DESC LIMIT ?2",
+        (kind, dialect.no_limit(conn) if limit is None else limit),
     )
     return [_receipt(r) for r in rows]
 
@@ -86,13 +87,13 @@ def _receipt(row: tuple[Any, ...]) -> models.Receipt:
     )
 
 
-def gc_bodies(conn: Connection) -> Iterator[Any]:
+def gc_bodies(conn: EngineConnection) -> Iterator[Any]:
     """The raw bodies of every gc receipt (verify reads their history floors)."""
     for (body,) in conn.iterate("SELECT body FROM receipt WHERE kind = 'gc'"):
         yield body
 
 
-def iter_raw(conn: Connection) -> Iterator[tuple[Any, ...]]:
+def iter_raw(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
     """Every receipt row as stored (for verify)."""
     return conn.iterate(
         "SELECT receipt_id, kind, namespace, checkpoint_id, at_ms, body, digest FROM receipt"

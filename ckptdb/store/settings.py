@@ -7,7 +7,7 @@ import json
 import pydantic
 
 from .. import errors, limits, validation
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..retention import RetentionPolicy
 from .chunking import Chunker, FixedChunker, InvalidChunkParamsError, chunker_from_settings
 from .rows import check_types
@@ -17,7 +17,7 @@ KNOWN_FEATURES = frozenset({"cdc", "zstd"})
 
 
 def chunk_size(
-    conn: Connection,
+    conn: EngineConnection,
     lowest: int = limits.MIN_CHUNK_BYTES,
     highest: int = limits.MAX_CHUNK_BYTES,
 ) -> int:
@@ -38,27 +38,29 @@ def chunk_size(
     return size
 
 
-def has_chunk_size(conn: Connection) -> bool:
+def has_chunk_size(conn: EngineConnection) -> bool:
     """Whether the file records its chunk size (every file does once its creation committed)."""
     return bool(conn.scalar("SELECT count(*) FROM setting WHERE key = 'chunk_size'"))
 
 
-def init_new_file(conn: Connection, size: int, *, fixed: bool) -> None:
+def init_new_file(conn: EngineConnection, size: int, *, fixed: bool) -> None:
     """Record the layout of a new file (inside a write transaction; never changed after):
     its chunk size and, with ``fixed``, fixed-size cutting instead of the content-defined
     chunking the migrations record by default."""
     layout = FixedChunker(size)  # refuses a size that chunk_size() would not read back
     conn.execute(
-        "INSERT OR IGNORE INTO setting (key, value) VALUES ('chunk_size', ?)", (str(size),)
+        "INSERT INTO setting (key, value) VALUES ('chunk_size', ?) ON CONFLICT (key) DO NOTHING",
+        (str(size),),
     )
     if fixed:
         conn.execute(
-            "INSERT OR REPLACE INTO setting (key, value) VALUES ('chunking', ?)",
+            "INSERT INTO setting (key, value) VALUES ('chunking', ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (json.dumps(layout.settings(), sort_keys=True),),
         )
 
 
-def _text(conn: Connection, key: str) -> str | None:
+def _text(conn: EngineConnection, key: str) -> str | None:
     value = conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
     if value is not None and not isinstance(value, str):
         raise errors.CorruptionError(
@@ -69,7 +71,7 @@ def _text(conn: Connection, key: str) -> str | None:
     return value
 
 
-def chunker(conn: Connection, chunk_size: int) -> Chunker:
+def chunker(conn: EngineConnection, chunk_size: int) -> Chunker:
     """How this file cuts blobs: its ``chunking`` setting, or fixed-size cutting at the
     file's chunk size for a file from before storage format 2."""
     stored = _text(conn, "chunking")
@@ -86,7 +88,7 @@ def chunker(conn: Connection, chunk_size: int) -> Chunker:
         ) from exc
 
 
-def require_features(conn: Connection, path: str) -> None:
+def require_features(conn: EngineConnection, path: str) -> None:
     """UnsupportedFeatureError when the file uses a storage feature this ckptdb lacks."""
     stored = _text(conn, "features")
     if stored is None:
@@ -109,7 +111,7 @@ def require_features(conn: Connection, path: str) -> None:
         )
 
 
-def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
+def stored_policies(conn: EngineConnection) -> dict[str, RetentionPolicy]:
     """Stored retention policies by scope ('*' = database-wide)."""
     policies: dict[str, RetentionPolicy] = {}
     for row in conn.execute("SELECT scope, policy FROM retention"):
@@ -127,7 +129,7 @@ def stored_policies(conn: Connection) -> dict[str, RetentionPolicy]:
     return policies
 
 
-def set_policy(conn: Connection, scope: str, policy: RetentionPolicy, now_ms: int) -> None:
+def set_policy(conn: EngineConnection, scope: str, policy: RetentionPolicy, now_ms: int) -> None:
     """Store (or replace) the policy of a scope (inside a write transaction)."""
     conn.execute(
         "INSERT INTO retention (scope, policy, updated_at_ms) VALUES (?, ?, ?)"
@@ -137,7 +139,7 @@ def set_policy(conn: Connection, scope: str, policy: RetentionPolicy, now_ms: in
     )
 
 
-def clear_policy(conn: Connection, scope: str) -> bool:
+def clear_policy(conn: EngineConnection, scope: str) -> bool:
     """Remove the policy of a scope; True if there was one."""
     conn.execute("DELETE FROM retention WHERE scope = ?", (scope,))
     return conn.changes() > 0

@@ -1,0 +1,145 @@
+"""The small table families of the store on PostgreSQL (``store/settings.py``,
+``store/receipts.py``, ``store/pins.py`` through the PostgreSQL connection), on a real
+server: what they read and write as on SQLite, and a pin name still written once when two
+writers pin it at the same moment."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ckptdb import errors
+from ckptdb.connection.postgres import PgConnection
+from ckptdb.retention import RetentionPolicy
+from ckptdb.store import migrations, pins, receipts, settings
+from ckptdb.store.checkpoints import checkpoint_by_id
+
+
+def _id(n: int) -> str:
+    return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
+
+
+@pytest.fixture
+def conn(pg_url: str) -> Iterator[PgConnection]:
+    c = PgConnection.open(pg_url)
+    with c.write_transaction():
+        c.lock(migrations.SCHEMA_LOCK)
+        migrations.create_schema(c, migrations.postgresql_core_set(), 1)
+        c.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('ns', 1)")
+        c.executemany(
+            "INSERT INTO checkpoint (id, namespace_id, generation, created_at_ms, metadata,"
+            " entry_count, total_size, entries) VALUES (?, 1, ?, 1, '{}', 0, 0, '[]')",
+            [(_id(n), n + 1) for n in range(3)],
+        )
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _row(conn: PgConnection, n: int) -> Any:
+    row = checkpoint_by_id(conn, _id(n))  # a portable SELECT already
+    assert row is not None
+    return row
+
+
+def test_settings_as_on_sqlite(conn: PgConnection) -> None:
+    with conn.write_transaction():
+        settings.init_new_file(conn, 65536, fixed=True)
+        settings.init_new_file(conn, 131072, fixed=True)  # the size is written once
+    assert settings.has_chunk_size(conn)
+    assert settings.chunk_size(conn) == 65536
+    assert settings.chunker(conn, 65536).settings()["size"] == 131072  # replaced
+    policy = RetentionPolicy(keep_last=3)
+    with conn.write_transaction():
+        settings.set_policy(conn, "*", policy, 5)
+        settings.set_policy(conn, "*", RetentionPolicy(keep_last=4), 6)  # replaced
+    assert settings.stored_policies(conn) == {"*": RetentionPolicy(keep_last=4)}
+    with conn.write_transaction():
+        assert settings.clear_policy(conn, "*") is True
+        assert settings.clear_policy(conn, "*") is False
+
+
+def test_receipts_as_on_sqlite(conn: PgConnection) -> None:
+    with conn.write_transaction():
+        first = receipts.store_receipt(
+            conn, "verify", {"ok": True}, namespace=None, checkpoint_id=None, at_ms=10
+        )
+        second = receipts.store_receipt(
+            conn, "gc", {"deleted": 2}, namespace="ns", checkpoint_id=_id(0), at_ms=11
+        )
+    assert second > first
+    listed = receipts.list_receipts(conn)
+    assert [(r.receipt_id, r.kind) for r in listed] == [(second, "gc"), (first, "verify")]
+    assert [r.kind for r in receipts.list_receipts(conn, kind="verify")] == ["verify"]
+    assert len(receipts.list_receipts(conn, limit=1)) == 1
+    r = listed[0]
+    assert receipts.digest_matches(
+        "gc", "ns", _id(0), 11, conn.scalar("SELECT body FROM receipt WHERE kind = 'gc'"), r.digest
+    )
+    with conn.read_transaction():
+        assert list(receipts.gc_bodies(conn)) == ['{"deleted":2}']
+        assert len(list(receipts.iter_raw(conn))) == 2
+
+
+def test_pins_as_on_sqlite(conn: PgConnection) -> None:
+    with conn.write_transaction():
+        made = pins.pin(conn, "keep", _row(conn, 0), note="n", replace=False, now_ms=1)
+        assert pins.pin(conn, "keep", _row(conn, 0), note=None, replace=False, now_ms=2) == made
+        with pytest.raises(errors.ConflictError):
+            pins.pin(conn, "keep", _row(conn, 1), note=None, replace=False, now_ms=3)
+        pins.pin(conn, "other", _row(conn, 2), note=None, replace=False, now_ms=4)
+    assert [p.name for p in pins.list_pins(conn)] == ["keep", "other"]
+    assert [p.name for p in pins.list_pins(conn, "ns")] == ["keep", "other"]
+    assert pins.list_pins(conn, "elsewhere") == []
+    seqs = {_row(conn, 0).seq, _row(conn, 2).seq}
+    assert pins.protected_seqs(conn) == seqs == pins.pinned_in_namespace(conn, 1)
+    assert pins.pinned_among(conn, [_row(conn, 0).seq, _row(conn, 1).seq]) == {_row(conn, 0).seq}
+    with conn.write_transaction():
+        moved = pins.pin(conn, "keep", _row(conn, 1), note=None, replace=True, now_ms=5)
+        assert moved.checkpoint_id == _id(1)
+        assert pins.unpin(conn, "other").checkpoint_id == _id(2)
+        pins.delete_in_namespace(conn, 1)
+    assert pins.list_pins(conn) == []
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["same checkpoint", "another checkpoint"])
+def test_a_pin_name_pinned_by_two_writers_at_once_is_written_once(
+    conn: PgConnection, pg_url: str, same: bool
+) -> None:
+    # The first writer's pin is written but not committed when the second pins the same
+    # name: the second waits on it, then decides against it -- the same pin again is a
+    # no-op, another checkpoint a ConflictError -- never a constraint error or a second pin.
+    other = PgConnection.open(pg_url)
+    outcome: list[object] = []
+    try:
+        with conn.write_transaction():
+            pins.pin(conn, "p", _row(conn, 0), note=None, replace=False, now_ms=1)
+
+            def second() -> None:
+                try:
+                    with other.write_transaction():
+                        target = _row(other, 0 if same else 1)
+                        outcome.append(
+                            pins.pin(other, "p", target, note=None, replace=False, now_ms=2)
+                        )
+                except errors.CkptdbError as exc:
+                    outcome.append(exc)
+
+            waiting = threading.Thread(target=second)
+            waiting.start()
+            waiting.join(0.5)
+            assert waiting.is_alive()  # held by the first writer's uncommitted pin
+        waiting.join(30)
+    finally:
+        other.close()
+    assert len(outcome) == 1
+    if same:
+        assert isinstance(outcome[0], pins.models.Pin) and outcome[0].checkpoint_id == _id(0)
+    else:
+        assert isinstance(outcome[0], errors.ConflictError)
+    assert [(p.name, p.checkpoint_id) for p in pins.list_pins(conn)] == [("p", _id(0))]
