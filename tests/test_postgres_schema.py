@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import ckptdb
 from ckptdb import errors
 from ckptdb.connection.postgres import PgConnection
 from ckptdb.store import migrations
+from ckptdb.testing.postgres import PostgresServer
 
 #: Tables of the SQLite schema a PostgreSQL database does not need (migrations/postgresql/
 #: 0001 says why): format 2's rows not yet moved, and what an identity column gives.
@@ -101,8 +103,7 @@ def test_the_schema_is_the_sqlite_engines_model(conn: PgConnection, tmp_path: Pa
     sqlite = _sqlite_model(tmp_path)
     postgres: dict[str, dict[str, str]] = {}
     for table, kind in conn.execute(
-        "SELECT table_name, table_type FROM information_schema.tables"
-        " WHERE table_schema = 'public'"
+        "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'public'"
     ):
         columns = conn.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
@@ -155,3 +156,47 @@ def test_machines_migrating_at_once_apply_the_schema_once(pg_url: str) -> None:
         assert migrations.check_history(check, migrations.postgresql_core_set()) == []
     finally:
         check.close()
+
+
+def test_names_order_by_code_point_whatever_the_databases_collation(
+    pg_server: PostgresServer,
+) -> None:
+    # A database made with a language's collation ('en-US': a < B < b): the store still
+    # sees SQLite's order, code point by code point.
+    name = "icu_" + uuid.uuid4().hex[:12]
+    admin = PgConnection.open(pg_server.url())
+    try:
+        admin.execute(
+            f"CREATE DATABASE {name} LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'"
+            " TEMPLATE template0"
+        )
+    finally:
+        admin.close()
+    conn = PgConnection.open(pg_server.url(name))
+    try:
+        assert _create(conn)
+        assert conn.execute("SELECT x FROM (VALUES ('a'), ('B')) v (x) ORDER BY x") == [
+            ("a",),
+            ("B",),
+        ]  # the database's own order
+        not_c = conn.execute(
+            "SELECT c.table_name, c.column_name FROM information_schema.columns c"
+            " JOIN information_schema.tables t USING (table_schema, table_name)"
+            " WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'"
+            " AND c.data_type = 'text' AND c.collation_name IS DISTINCT FROM 'C'"
+        )
+        assert not_c == []
+        names = ["a", "B", "b", "A", "_z", "é", "Z"]
+        conn.executemany(
+            "INSERT INTO namespace (name, created_at_ms) VALUES (?, 1)", [(n,) for n in names]
+        )
+        assert [r[0] for r in conn.execute("SELECT name FROM namespace ORDER BY name")] == sorted(
+            names
+        )
+        assert conn.execute(
+            "SELECT name FROM namespace WHERE name >= 'B' AND name < 'C' ORDER BY name"
+        ) == [("B",)]
+        usage = conn.execute("SELECT checkpoints, logical_bytes, stored_bytes FROM namespace_usage")
+        assert {type(v) for row in usage for v in row} == {int}
+    finally:
+        conn.close()
