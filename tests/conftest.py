@@ -44,6 +44,33 @@ def pg_url(pg_server: PostgresServer) -> str:
     return pg_server.create_database("t_" + uuid.uuid4().hex[:16])
 
 
+def pg_checkpoint_id(n: int) -> str:
+    """The id of the n-th checkpoint row :func:`pg_prepare` writes."""
+    return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
+
+
+def pg_prepare(url: str, checkpoints: int) -> None:
+    """The PostgreSQL engine's schema in the database at ``url``, namespace 'ns' (id 1) and
+    ``checkpoints`` plain checkpoint rows in it, ids :func:`pg_checkpoint_id`, generations
+    1.. (until the checkpoint module is ported: rows that pointers and pins can name)."""
+    from ckptdb.connection.postgres import PgConnection
+    from ckptdb.store import migrations
+
+    conn = PgConnection.open(url)
+    try:
+        with conn.write_transaction():
+            conn.lock(migrations.SCHEMA_LOCK)
+            migrations.create_schema(conn, migrations.postgresql_core_set(), 1)
+            conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('ns', 1)")
+            conn.executemany(
+                "INSERT INTO checkpoint (id, namespace_id, generation, created_at_ms, metadata,"
+                " entry_count, total_size, entries) VALUES (?, 1, ?, 1, '{}', 0, 0, '[]')",
+                [(pg_checkpoint_id(n), n + 1) for n in range(checkpoints)],
+            )
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def db(db_path: Path) -> Iterator[ckptdb.Database]:
     """A fresh database, closed after the test."""

@@ -5,41 +5,24 @@ processes (as machines) move one namespace's pointer at once -- one winner per r
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import pg_checkpoint_id as _id
+from conftest import pg_prepare
 
 from ckptdb import canonical, errors
 from ckptdb.connection.postgres import PgConnection
-from ckptdb.store import migrations, pointers
+from ckptdb.store import pointers
 
 CHECKPOINTS = 40
 
 
-def _id(n: int) -> str:
-    return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
-
-
 def _prepare(url: str) -> None:
-    """The schema, namespace 'ns' and CHECKPOINTS checkpoint rows in it (the checkpoint
-    module is not ported yet: plain rows, which the pointer only names)."""
-    conn = PgConnection.open(url)
-    try:
-        with conn.write_transaction():
-            conn.lock(migrations.SCHEMA_LOCK)
-            migrations.create_schema(conn, migrations.postgresql_core_set(), 1)
-            conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('ns', 1)")
-            conn.executemany(
-                "INSERT INTO checkpoint (id, namespace_id, generation, created_at_ms, metadata,"
-                " entry_count, total_size, entries) VALUES (?, 1, ?, 1, '{}', 0, 0, '[]')",
-                [(_id(n), n + 1) for n in range(CHECKPOINTS)],
-            )
-    finally:
-        conn.close()
+    pg_prepare(url, CHECKPOINTS)
 
 
 def _seq(conn: PgConnection, n: int) -> int:

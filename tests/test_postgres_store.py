@@ -1,40 +1,29 @@
 """The small table families of the store on PostgreSQL (``store/settings.py``,
-``store/receipts.py``, ``store/pins.py`` through the PostgreSQL connection), on a real
-server: what they read and write as on SQLite, and a pin name still written once when two
-writers pin it at the same moment."""
+``receipts.py``, ``pins.py``, ``scopes.py``, ``quotas.py`` through the PostgreSQL
+connection), on a real server: what they read and write as on SQLite, and a pin name still
+written once when two writers pin it at the same moment."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import pg_checkpoint_id as _id
+from conftest import pg_prepare
 
 from ckptdb import errors
 from ckptdb.connection.postgres import PgConnection
 from ckptdb.retention import RetentionPolicy
-from ckptdb.store import migrations, pins, receipts, settings
+from ckptdb.store import pins, quotas, receipts, scopes, settings
 from ckptdb.store.checkpoints import checkpoint_by_id
-
-
-def _id(n: int) -> str:
-    return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
 
 
 @pytest.fixture
 def conn(pg_url: str) -> Iterator[PgConnection]:
+    pg_prepare(pg_url, 3)
     c = PgConnection.open(pg_url)
-    with c.write_transaction():
-        c.lock(migrations.SCHEMA_LOCK)
-        migrations.create_schema(c, migrations.postgresql_core_set(), 1)
-        c.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('ns', 1)")
-        c.executemany(
-            "INSERT INTO checkpoint (id, namespace_id, generation, created_at_ms, metadata,"
-            " entry_count, total_size, entries) VALUES (?, 1, ?, 1, '{}', 0, 0, '[]')",
-            [(_id(n), n + 1) for n in range(3)],
-        )
     try:
         yield c
     finally:
@@ -143,3 +132,58 @@ def test_a_pin_name_pinned_by_two_writers_at_once_is_written_once(
     else:
         assert isinstance(outcome[0], errors.ConflictError)
     assert [(p.name, p.checkpoint_id) for p in pins.list_pins(conn)] == [("p", _id(0))]
+
+
+def test_key_scopes_as_on_sqlite(conn: PgConnection) -> None:
+    with conn.write_transaction():
+        assert not scopes.any_scope(conn)
+        first = scopes.insert(
+            conn, key_id="k1", prefix="secret/", wrap=lambda sid: b"w%d" % sid, now_ms=1
+        )
+        second = scopes.insert(
+            conn, key_id="k2", prefix="other/", wrap=lambda sid: b"w%d" % sid, now_ms=2
+        )
+    assert (first, second) == (1, 2)
+    rows = scopes.all_rows(conn)
+    assert [(r.scope_id, r.prefix, r.wrapped_key) for r in rows] == [
+        (1, "secret/", b"w1"),
+        (2, "other/", b"w2"),
+    ]
+    assert scopes.covering_scope_id(conn, "secret/a") == 1
+    assert scopes.covering_scope_id(conn, "plain") is None
+    with conn.write_transaction():
+        scopes.rewrap(conn, rows[0], b"rotated", 3)
+        with pytest.raises(errors.ScopeChangedError):
+            scopes.rewrap(conn, rows[0], b"stale", 4)  # decided on generation 1: refused
+        scopes.tombstone(conn, 2, 5)
+    after = scopes.all_rows(conn)
+    assert (after[0].wrapped_key, after[0].key_generation) == (b"rotated", 2)
+    assert after[1].shredded and after[1].shredded_at_ms == 5
+    with pytest.raises(errors.KeyShreddedError):
+        scopes.covering_scope_id(conn, "other/x")
+
+
+def test_quotas_and_usage_as_on_sqlite(conn: PgConnection) -> None:
+    cache = quotas.QuotaCache()
+    with conn.write_transaction():
+        quotas.upsert(conn, cache, quotas.QuotaRow("n", "each", 10, None, "refuse", 1))
+        quotas.upsert(conn, cache, quotas.QuotaRow("", "total", None, 99, "evict", 1))
+        quotas.upsert(conn, cache, quotas.QuotaRow("n", "each", 5, None, "refuse", 2))
+        conn.execute("UPDATE checkpoint SET total_size = 7")
+        conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('B', 1), ('a', 1)")
+    assert quotas.get(conn, "n", "each") == quotas.QuotaRow("n", "each", 5, None, "refuse", 2)
+    assert [q.prefix for q in quotas.matching(conn, cache, "ns")] == ["n", ""]
+    assert quotas.namespace_usage(conn, 1, with_bytes=True) == (3, 21)
+    assert quotas.namespace_usage(conn, 1, with_bytes=False) == (3, None)
+    assert quotas.prefix_usage(conn, "n", with_bytes=True) == (3, 21)
+    assert quotas.prefix_usage(conn, "", with_bytes=True) == (3, 21)
+    assert set(quotas.namespaces_under(conn, "")) == {"B", "a", "ns"}
+    assert quotas.namespaces_under(conn, "B") == {"B": 2}
+    with conn.read_transaction():
+        oldest = list(quotas.oldest_first(conn, prefix="n"))
+    assert [size for _, size in oldest] == [7, 7, 7]
+    usage = {u.namespace: u for u in quotas.usage_by_namespace(conn)}
+    assert (usage["ns"].checkpoints, usage["ns"].logical_bytes) == (3, 21)
+    with conn.write_transaction():
+        assert quotas.delete(conn, cache, "n", "each") is True
+    assert [q.prefix for q in quotas.matching(conn, cache, "ns")] == [""]

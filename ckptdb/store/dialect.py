@@ -31,3 +31,10 @@ def text_as_bytes(conn: EngineConnection, column: str) -> str:
 def no_limit(conn: EngineConnection) -> int | None:
     """The value of a ``LIMIT ?`` parameter that means "no limit"."""
     return -1 if conn.dialect == "sqlite" else None
+
+
+def explicit_key(conn: EngineConnection) -> str:
+    """What an ``INSERT`` that gives an identity column its value says after the column
+    list: PostgreSQL's identity columns (``GENERATED ALWAYS``) take a value only when told
+    to; SQLite's rowid keys take one as given."""
+    return "" if conn.dialect == "sqlite" else " OVERRIDING SYSTEM VALUE"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import errors, models
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from .rows import check_types
 
 _N = type(None)
@@ -118,14 +118,14 @@ class QuotaCache:
 # -- the quota rows ----------------------------------------------------------------------
 
 
-def all_quotas(conn: Connection) -> list[QuotaRow]:
+def all_quotas(conn: EngineConnection) -> list[QuotaRow]:
     """Every stored quota, by prefix then applies_to."""
     return [
         _row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM quota ORDER BY prefix, applies_to")
     ]
 
 
-def get(conn: Connection, prefix: str, applies_to: str) -> QuotaRow | None:
+def get(conn: EngineConnection, prefix: str, applies_to: str) -> QuotaRow | None:
     """The quota of (prefix, applies_to), if one is stored."""
     row = conn.one(
         f"SELECT {_COLUMNS} FROM quota WHERE prefix = ? AND applies_to = ?", (prefix, applies_to)
@@ -133,7 +133,7 @@ def get(conn: Connection, prefix: str, applies_to: str) -> QuotaRow | None:
     return None if row is None else _row(row)
 
 
-def upsert(conn: Connection, cache: QuotaCache, row: QuotaRow) -> None:
+def upsert(conn: EngineConnection, cache: QuotaCache, row: QuotaRow) -> None:
     """Store (or replace) the quota of (prefix, applies_to), inside a write transaction."""
     cache.invalidate()
     conn.execute(
@@ -152,7 +152,7 @@ def upsert(conn: Connection, cache: QuotaCache, row: QuotaRow) -> None:
     )
 
 
-def delete(conn: Connection, cache: QuotaCache, prefix: str, applies_to: str) -> bool:
+def delete(conn: EngineConnection, cache: QuotaCache, prefix: str, applies_to: str) -> bool:
     """Remove the quota of (prefix, applies_to), inside a write transaction; True if there
     was one."""
     cache.invalidate()
@@ -160,7 +160,7 @@ def delete(conn: Connection, cache: QuotaCache, prefix: str, applies_to: str) ->
     return conn.changes() > 0
 
 
-def matching(conn: Connection, cache: QuotaCache, namespace: str) -> list[QuotaRow]:
+def matching(conn: EngineConnection, cache: QuotaCache, namespace: str) -> list[QuotaRow]:
     """The quotas ``namespace`` is under, longest prefix first ('each' before 'total'),
     as committed when the caller's write transaction began (call it inside one).
 
@@ -205,7 +205,7 @@ def _under(prefix: str) -> tuple[str, tuple[str, ...]]:
     """A WHERE clause on ``namespace`` (alias ``n``) selecting the names under ``prefix``."""
     upper = _successor(prefix)
     if not prefix:
-        return "1", ()
+        return "TRUE", ()
     if upper is None:
         return "n.name >= ?", (prefix,)
     return "n.name >= ? AND n.name < ?", (prefix, upper)
@@ -222,11 +222,14 @@ def _usage(row: tuple[Any, ...] | None, with_bytes: bool) -> tuple[int, int | No
 # reads every row of the namespace too (measured ~33 ns against ~100 ns per checkpoint),
 # so it is asked for only by a quota that has a byte limit.
 def _figures(with_bytes: bool) -> str:
-    return "count(*), " + ("coalesce(sum(c.total_size), 0)" if with_bytes else "NULL")
+    # The sum cast: PostgreSQL types a sum of BIGINT as numeric (a decimal in Python).
+    return "count(*), " + (
+        "CAST(coalesce(sum(c.total_size), 0) AS BIGINT)" if with_bytes else "NULL"
+    )
 
 
 def namespace_usage(
-    conn: Connection, namespace_id: int, *, with_bytes: bool
+    conn: EngineConnection, namespace_id: int, *, with_bytes: bool
 ) -> tuple[int, int | None]:
     """(checkpoints, logical bytes) of one namespace; bytes None unless ``with_bytes``."""
     return _usage(
@@ -238,7 +241,9 @@ def namespace_usage(
     )
 
 
-def prefix_usage(conn: Connection, prefix: str, *, with_bytes: bool) -> tuple[int, int | None]:
+def prefix_usage(
+    conn: EngineConnection, prefix: str, *, with_bytes: bool
+) -> tuple[int, int | None]:
     """(checkpoints, logical bytes) of every namespace under ``prefix`` together; bytes
     None unless ``with_bytes``."""
     where, params = _under(prefix)
@@ -252,7 +257,7 @@ def prefix_usage(conn: Connection, prefix: str, *, with_bytes: bool) -> tuple[in
     )
 
 
-def namespaces_under(conn: Connection, prefix: str) -> dict[str, int]:
+def namespaces_under(conn: EngineConnection, prefix: str) -> dict[str, int]:
     """name -> id of every namespace under ``prefix``."""
     where, params = _under(prefix)
     out: dict[str, int] = {}
@@ -265,7 +270,7 @@ def namespaces_under(conn: Connection, prefix: str) -> dict[str, int]:
 
 
 def oldest_first(
-    conn: Connection, *, namespace_id: int | None = None, prefix: str | None = None
+    conn: EngineConnection, *, namespace_id: int | None = None, prefix: str | None = None
 ) -> Iterator[tuple[int, int]]:
     """(seq, total_size) of the checkpoints of one namespace (``namespace_id``) or of every
     namespace under ``prefix``, oldest first: by creation time, then by storage order.
@@ -286,7 +291,7 @@ def oldest_first(
         yield row[0], row[1]
 
 
-def usage_by_namespace(conn: Connection) -> list[models.NamespaceUsage]:
+def usage_by_namespace(conn: EngineConnection) -> list[models.NamespaceUsage]:
     """Every namespace's checkpoints, logical and stored bytes (the ``namespace_usage``
     view), by name."""
     out = []

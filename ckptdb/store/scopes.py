@@ -27,7 +27,8 @@ from typing import Any
 
 from .. import errors, keyids
 from ..connection import Connection
-from . import crypto
+from ..connection.engine import EngineConnection
+from . import crypto, dialect
 from .crypto import PLAINTEXT, Scope
 from .rows import check_types
 
@@ -69,7 +70,7 @@ class ScopeRow:
         return namespace.startswith(self.prefix)
 
 
-def all_rows(conn: Connection) -> list[ScopeRow]:
+def all_rows(conn: EngineConnection) -> list[ScopeRow]:
     """Every key scope, by id."""
     out = []
     for row in conn.execute(f"SELECT {_COLUMNS} FROM key_scope ORDER BY scope_id"):
@@ -78,7 +79,7 @@ def all_rows(conn: Connection) -> list[ScopeRow]:
     return out
 
 
-def covering_scope_id(conn: Connection, namespace: str) -> int | None:
+def covering_scope_id(conn: EngineConnection, namespace: str) -> int | None:
     """The key scope a new namespace of this name belongs to (None: plaintext), read in
     the caller's transaction; KeyShreddedError when that scope was shredded."""
     row = conn.one(
@@ -100,7 +101,7 @@ def covering_scope_id(conn: Connection, namespace: str) -> int | None:
 
 
 def insert(
-    conn: Connection,
+    conn: EngineConnection,
     *,
     key_id: str,
     prefix: str,
@@ -111,15 +112,18 @@ def insert(
     """Create a scope (inside a write transaction); ``wrap(scope_id)`` seals its new data
     key for that id. Returns the id."""
     scope_id = int(conn.scalar("SELECT coalesce(max(scope_id), 0) + 1 FROM key_scope"))
+    # The id is chosen before the row exists: the wrapped key is bound to it. (Scopes are
+    # created one at a time: under SQLite's write lock, or the caller's scope lock.)
     conn.execute(
         "INSERT INTO key_scope (scope_id, key_id, prefix, algorithm, wrapped_key,"
-        " key_generation, seal_metadata, created_at_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+        f" key_generation, seal_metadata, created_at_ms){dialect.explicit_key(conn)}"
+        " VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
         (scope_id, key_id, prefix, crypto.ALGORITHM, wrap(scope_id), int(seal_metadata), now_ms),
     )
     return scope_id
 
 
-def rewrap(conn: Connection, row: ScopeRow, wrapped: bytes, now_ms: int) -> None:
+def rewrap(conn: EngineConnection, row: ScopeRow, wrapped: bytes, now_ms: int) -> None:
     """Store the data key wrapped under a new host key, one generation on (inside a write
     transaction). The old wrapped key is overwritten in place."""
     conn.execute(
@@ -135,7 +139,7 @@ def rewrap(conn: Connection, row: ScopeRow, wrapped: bytes, now_ms: int) -> None
         )
 
 
-def tombstone(conn: Connection, scope_id: int, now_ms: int) -> None:
+def tombstone(conn: EngineConnection, scope_id: int, now_ms: int) -> None:
     """Forget the scope's wrapped data key (crypto-shredding; inside a write transaction)."""
     conn.execute(
         "UPDATE key_scope SET wrapped_key = NULL, shredded_at_ms = ? WHERE scope_id = ?",
@@ -143,7 +147,7 @@ def tombstone(conn: Connection, scope_id: int, now_ms: int) -> None:
     )
 
 
-def any_scope(conn: Connection) -> bool:
+def any_scope(conn: EngineConnection) -> bool:
     """True when the file has a key scope (a shredded one too: its tombstone stays), read in
     the caller's transaction."""
     return bool(conn.scalar("SELECT EXISTS (SELECT 1 FROM key_scope)"))
@@ -170,7 +174,7 @@ class Keyring:
 
     # -- the scope rows --------------------------------------------------------------------
 
-    def rows(self, conn: Connection, *, reload: bool = False) -> list[ScopeRow]:
+    def rows(self, conn: EngineConnection, *, reload: bool = False) -> list[ScopeRow]:
         """The scope rows (read once, again on ``reload``)."""
         with self._lock:
             if self._rows is None or reload:
@@ -189,7 +193,7 @@ class Keyring:
             self._unlocked.clear()
 
     def row_for_namespace(
-        self, conn: Connection, namespace: str, *, reload: bool = False
+        self, conn: EngineConnection, namespace: str, *, reload: bool = False
     ) -> ScopeRow | None:
         """The scope whose prefix ``namespace`` lies under, if any."""
         for row in self.rows(conn, reload=reload):
@@ -215,7 +219,7 @@ class Keyring:
         with self._lock:
             self._overrides[key_id] = key
 
-    def scope_for_namespace(self, conn: Connection, namespace: str) -> Scope:
+    def scope_for_namespace(self, conn: EngineConnection, namespace: str) -> Scope:
         """How ``namespace``'s bytes are addressed and sealed: PLAINTEXT outside every
         scope; KeyUnavailableError, KeyMismatchError or KeyShreddedError when its scope
         cannot be used."""
@@ -237,7 +241,7 @@ class Keyring:
                 return self._unlock(row)
         return PLAINTEXT
 
-    def scope(self, conn: Connection, scope_id: object) -> Scope:
+    def scope(self, conn: EngineConnection, scope_id: object) -> Scope:
         """The scope a stored record names (``None``: plaintext)."""
         if scope_id is None:
             return PLAINTEXT
