@@ -522,7 +522,24 @@ def database_path(path: object, what: str) -> str:
             f"{what} {safe_text(text, 200)!r} holds bytes that are not UTF-8; SQLite names "
             "files in UTF-8. Rename the file or directory, or choose another path."
         )
+    if scheme := _URL_SCHEME.match(text):
+        # A URL would otherwise be a relative path ("postgresql:" / "" / "host" / ...)
+        # and fail, if at all, as a missing directory. The text is not echoed: a URL may
+        # carry a password.
+        engine = (
+            " The PostgreSQL engine is not available in this release (docs/postgresql.md)."
+            if scheme.group(1).lower() in ("postgres", "postgresql")
+            else ""
+        )
+        raise errors.InvalidInputError(
+            f"{what} is a URL ({scheme.group(1)}://...), not a file path; ckptdb opens a "
+            f"local SQLite file: pass its path.{engine}"
+        )
     return text
+
+
+#: The start of a URL (``scheme://``), which a file path never is in practice.
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def open_arguments(

@@ -12,6 +12,7 @@
 - database written by a newer ckptdb                             -> schema_too_new
 - applied migration edited since                                 -> migration_checksum_mismatch
 - directory or missing path                                      -> bad_database_file
+- a URL (postgresql://, s3://) where a file path belongs          -> invalid_input
 """
 
 from __future__ import annotations
@@ -314,6 +315,33 @@ def test_directory_and_missing_paths(tmp_path: Path) -> None:
     assert not (tmp_path / "missing.ckpt").exists()
     with pytest.raises(errors.DatabaseFileError):
         ckptdb.open(tmp_path / "missing.ckpt", readonly=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app@db.internal/ckpt",
+        "postgres://app:secret@localhost:5432/ckpt",
+        "s3://bucket/agents.ckpt",
+    ],
+)
+def test_a_url_is_not_taken_for_a_file_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    # Before, a URL was a relative path: "cannot create .../postgresql:/app@db.internal/ckpt:
+    # its directory does not exist", which sends a user looking for a directory.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "postgresql:").mkdir()  # even where the URL would name a creatable path
+    with pytest.raises(errors.InvalidInputError) as exc:
+        ckptdb.open(url)
+    assert exc.value.code == "invalid_input"
+    assert "URL" in str(exc.value) and "secret" not in str(exc.value)
+    if url.startswith("postgres"):
+        assert "PostgreSQL" in str(exc.value)
+    assert [p.name for p in tmp_path.rglob("*")] == ["postgresql:"]  # nothing created
+    result = CliRunner().invoke(cli.main, ["log", url, "ns"])
+    assert result.exit_code == 7, result.output
+    assert "URL" in result.output
 
 
 def test_empty_file_left_by_a_crash_is_initialized(tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ for _ in range(rounds):
 
 
 def _race(url: str, processes: int, rounds: int) -> list[list[str]]:
-    start = time.time() + 2.0
+    start = time.time() + 3.0  # every process imported and connected by then
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", _RACER, url, str(start), str(rounds), str(w), str(CHECKPOINTS)],
@@ -163,5 +163,8 @@ def test_racing_machines_get_one_winner_per_revision(pg_url: str) -> None:
 def test_racing_first_commits_of_a_namespace_get_one_winner(pg_url: str) -> None:
     _prepare(pg_url)
     lines = _race(pg_url, processes=5, rounds=1)
-    assert sorted(line[0] for line in lines) == ["conflict"] * 4 + ["moved"]
-    _assert_one_chain(pg_url, 1)
+    # Those that read no pointer raced for the first move: one made it. (A process the
+    # machine started late may find the pointer made and move it on: that is no race.)
+    first = [line[0] for line in lines if line[1] == "0"]
+    assert first.count("moved") == 1 and len(first) >= 2, lines
+    _assert_one_chain(pg_url, sum(line[0] == "moved" for line in lines))
