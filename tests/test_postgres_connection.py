@@ -293,3 +293,14 @@ def test_one_connection_serves_threads_one_at_a_time(conn: PgConnection) -> None
         t.join()
     assert failures == []
     assert conn.scalar("SELECT count(*) FROM item") == 80
+
+
+def test_streams_nest_inside_one_transaction(conn: PgConnection) -> None:
+    conn.executemany("INSERT INTO item VALUES (?, ?)", [(f"k{i}", i) for i in range(5)])
+    with conn.read_transaction():
+        pairs = [
+            (outer[0], inner[0])
+            for outer in conn.iterate("SELECT k FROM item WHERE v < 2 ORDER BY k")
+            for inner in conn.iterate("SELECT k FROM item WHERE v >= 3 ORDER BY k", batch=1)
+        ]
+    assert pairs == [("k0", "k3"), ("k0", "k4"), ("k1", "k3"), ("k1", "k4")]

@@ -20,6 +20,7 @@ Transactions (see docs/postgresql.md, "Transactions"):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -77,6 +78,7 @@ class PgConnection:
         self._lock = threading.RLock()
         self._in_transaction = False
         self._rowcount = -1
+        self._cursor_names = itertools.count()
 
     @classmethod
     def open(
@@ -135,7 +137,7 @@ class PgConnection:
         text, values = bind(sql, params)
         try:
             with self._lock:
-                cursor = self._raw.execute(text, values, prepare=None)
+                cursor = self._raw.execute(text, values)
                 self._rowcount = cursor.rowcount
                 return cursor.fetchall() if cursor.description is not None else []
         except DRIVER_ERRORS as exc:
@@ -179,7 +181,7 @@ class PgConnection:
             raise errors.CkptdbError("internal: iterate() needs an open transaction")
         text, values = bind(sql, params)
         with self._lock:
-            cursor = self._raw.cursor(name=f"ckptdb_{id(self)}_{threading.get_ident()}")
+            cursor = self._raw.cursor(name=f"ckptdb_{next(self._cursor_names)}")
         try:
             try:
                 cursor.execute(text, values)
