@@ -216,3 +216,11 @@ def test_bench_secure_delete_quick(tmp_path: Path) -> None:
     assert _positive(cpu["off_us"], cpu["check_us"], cpu["on_us"], cpu["check_alone_us"])
     for mode in ("off", "check", "on"):
         assert _positive(*report["gc"][mode].values())
+
+
+def test_bench_pg_entries_quick(tmp_path: Path) -> None:
+    report = run_tool(tmp_path, "bench_pg_entries.py", "--quick")
+    assert report["checkpoints"] == 2_000
+    for figures in (report["page_of_50_ms"], report["scan_all_ms"]):
+        assert set(figures) == {"unsafe", "safe_fn", "python"}
+        assert _positive(*figures.values())
