@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 from .. import canonical, errors, validation
 from ..connection import Connection
-from . import scopes
+from ..connection.engine import EngineConnection
+from . import dialect, scopes
 from .rows import CHECKPOINT_TYPES, ENTRY_TYPES, CheckpointRow, EntryRow, check_types, typed
 
 _N = type(None)
@@ -42,13 +43,13 @@ def checkpoint_row(row: tuple[Any, ...]) -> CheckpointRow:
 
 
 def checkpoint_by_id(
-    conn: Connection, checkpoint_id: str, *, scan: bool = False, confirm: bool = False
+    conn: EngineConnection, checkpoint_id: str, *, scan: bool = False, confirm: bool = False
 ) -> CheckpointRow | None:
     """The checkpoint with this full id. ``scan`` reads the table instead of the index on
     ids (slow; for recovery, when a damaged index may hide a row that is there).
     ``confirm`` also reads the id from the table row the index led to (fallback, once a
     manifest failed)."""
-    where = "+c.id = ?" if scan else "c.id = ?"  # unary + keeps SQLite off the index
+    where = f"{dialect.unindexed(conn, 'c.id')} = ?" if scan else "c.id = ?"
     row = conn.one(
         f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoint c WHERE {where}",
         (checkpoint_id,),
@@ -72,15 +73,20 @@ def checkpoint_by_id(
 
 
 def checkpoint_by_label(
-    conn: Connection, namespace: str, label: str, *, scan: bool = False
+    conn: EngineConnection, namespace: str, label: str, *, scan: bool = False
 ) -> CheckpointRow | None:
     """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index;
     ``scan``: the namespace's rows instead, for when the index is damaged)."""
     # NOT INDEXED: a unary + does not keep SQLite off the partial label index.
-    source = "checkpoint c NOT INDEXED" if scan else "checkpoint c"
+    source, labelled = "checkpoint c", "c.label"
+    if scan:
+        if conn.dialect == "sqlite":
+            source = "checkpoint c NOT INDEXED"
+        else:
+            labelled = dialect.unindexed(conn, "c.label")
     row = conn.one(
         f"SELECT {CHECKPOINT_COLUMNS} FROM {source} WHERE c.namespace_id ="
-        " (SELECT namespace_id FROM namespace WHERE name = ?) AND c.label = ?",
+        f" (SELECT namespace_id FROM namespace WHERE name = ?) AND {labelled} = ?",
         (namespace, label),
     )
     if row is None:
@@ -99,7 +105,7 @@ def checkpoint_by_label(
     return found
 
 
-def existing_ids(conn: Connection, checkpoint_ids: list[str]) -> set[str]:
+def existing_ids(conn: EngineConnection, checkpoint_ids: list[str]) -> set[str]:
     """Which of these full checkpoint ids are stored (one indexed statement per 500)."""
     found: set[str] = set()
     for start in range(0, len(checkpoint_ids), 500):
@@ -112,7 +118,7 @@ def existing_ids(conn: Connection, checkpoint_ids: list[str]) -> set[str]:
     return found
 
 
-def checkpoint_ids_by_prefix(conn: Connection, prefix: str, limit: int = 2) -> list[str]:
+def checkpoint_ids_by_prefix(conn: EngineConnection, prefix: str, limit: int = 2) -> list[str]:
     """Full ids starting with ``prefix`` (lowercase hex), at most ``limit``."""
     upper = prefix + "g"  # 'g' sorts after every hex digit: a range scan on the unique index
     rows = conn.execute(
@@ -169,7 +175,9 @@ def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
     return [_entry_row(r) for r in _entries_with_blobs(conn, [checkpoint_seq])]
 
 
-def checkpoints_by_ids(conn: Connection, checkpoint_ids: list[str]) -> dict[str, CheckpointRow]:
+def checkpoints_by_ids(
+    conn: EngineConnection, checkpoint_ids: list[str]
+) -> dict[str, CheckpointRow]:
     """The stored checkpoints among ``checkpoint_ids`` (full ids), by id; a row the id
     index led to under another id (damage) is left out, so the caller's miss path decides."""
     found: dict[str, CheckpointRow] = {}
@@ -300,13 +308,13 @@ def check_manifest(
         )
 
 
-def namespace_id(conn: Connection, namespace: str) -> int | None:
+def namespace_id(conn: EngineConnection, namespace: str) -> int | None:
     """Id of a namespace row, if it exists."""
     value = conn.scalar("SELECT namespace_id FROM namespace WHERE name = ?", (namespace,))
     return None if value is None else int(value)
 
 
-def checkpoint_counts(conn: Connection) -> dict[int, int]:
+def checkpoint_counts(conn: EngineConnection) -> dict[int, int]:
     """Number of stored checkpoints per namespace id."""
     counts: dict[int, int] = {}
     for row in conn.execute("SELECT namespace_id, count(*) FROM checkpoint GROUP BY namespace_id"):
@@ -319,10 +327,10 @@ def _walk(seed: str, *, limited: bool) -> str:
     """The one lineage walk: from the checkpoints ``seed`` selects (as ``seq, parent_id,
     generation``), follow parent links to their stored ancestors with each one's depth.
     Every step must go to a strictly smaller generation, so damaged links cannot loop."""
-    bound = " WHERE :limit < 0 OR w.depth + 1 < :limit" if limited else ""
+    bound = " WHERE CAST(:limit AS BIGINT) < 0 OR w.depth + 1 < :limit" if limited else ""
     return (
         "WITH RECURSIVE walk (seq, parent_id, generation, depth) AS ("
-        f" SELECT seq, parent_id, generation, 0 FROM ({seed})"
+        f" SELECT seq, parent_id, generation, 0 FROM ({seed}) AS seed"
         " UNION ALL"
         " SELECT c.seq, c.parent_id, c.generation, w.depth + 1 FROM walk w"
         " JOIN checkpoint c ON c.id = w.parent_id AND c.generation < w.generation"
@@ -330,7 +338,7 @@ def _walk(seed: str, *, limited: bool) -> str:
     )
 
 
-def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[CheckpointRow]:
+def lineage(conn: EngineConnection, start_id: str, limit: int | None = None) -> list[CheckpointRow]:
     """``start_id`` and its stored ancestors, newest first (stops where GC pruned)."""
     rows = conn.execute(
         _walk("SELECT seq, parent_id, generation FROM checkpoint WHERE id = :start", limited=True)
@@ -342,7 +350,7 @@ def lineage(conn: Connection, start_id: str, limit: int | None = None) -> list[C
 
 
 def depths_from_current(
-    conn: Connection, namespace_ids: list[int], *, limit: int | None = None
+    conn: EngineConnection, namespace_ids: list[int], *, limit: int | None = None
 ) -> dict[int, int]:
     """seq -> distance from CURRENT along parent links, for the given namespaces; with
     ``limit``, only the checkpoints less than ``limit`` steps from CURRENT (GC walks only as
@@ -365,7 +373,7 @@ def depths_from_current(
     return depths
 
 
-def require_checkpoint(conn: Connection, checkpoint_id: str) -> CheckpointRow:
+def require_checkpoint(conn: EngineConnection, checkpoint_id: str) -> CheckpointRow:
     """The checkpoint with this full id, or CheckpointNotFoundError."""
     validation.checkpoint_id(checkpoint_id)
     # A miss is confirmed by a scan of the table: an entry missing from a damaged id index
@@ -399,7 +407,7 @@ def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> tuple[int
     return conn.last_insert_rowid(), scope_id
 
 
-def count_under_prefix(conn: Connection, prefix: str) -> int:
+def count_under_prefix(conn: EngineConnection, prefix: str) -> int:
     """Number of namespaces whose name starts with ``prefix``."""
     return int(
         conn.scalar(
@@ -409,7 +417,7 @@ def count_under_prefix(conn: Connection, prefix: str) -> int:
     )
 
 
-def namespaces_under_prefix(conn: Connection, prefix: str) -> list[tuple[str, object]]:
+def namespaces_under_prefix(conn: EngineConnection, prefix: str) -> list[tuple[str, object]]:
     """(name, stored scope_id) of every namespace whose name starts with ``prefix``."""
     return [
         (str(r[0]), r[1])
@@ -421,7 +429,7 @@ def namespaces_under_prefix(conn: Connection, prefix: str) -> list[tuple[str, ob
     ]
 
 
-def namespaces_of_scope(conn: Connection, scope_id: int) -> list[str]:
+def namespaces_of_scope(conn: EngineConnection, scope_id: int) -> list[str]:
     """Names of the namespaces in a key scope."""
     return [
         str(r[0])
@@ -556,7 +564,7 @@ def _check_labels_free(conn: Connection, namespace_id: int, wanted: dict[str, st
                 )
 
 
-def label_of(conn: Connection, seq: int) -> str | None:
+def label_of(conn: EngineConnection, seq: int) -> str | None:
     """The label of a stored checkpoint row (None: it has none)."""
     value = conn.scalar("SELECT label FROM checkpoint WHERE seq = ?", (seq,))
     return value if isinstance(value, str) else None
@@ -647,7 +655,7 @@ def insert_many(
 # -- scans (GC, prune, verify, transfer) ------------------------------------------------
 
 
-def namespaces_by_name(conn: Connection) -> dict[str, int]:
+def namespaces_by_name(conn: EngineConnection) -> dict[str, int]:
     """Every namespace row: name -> id."""
     rows = conn.execute("SELECT namespace_id, name FROM namespace ORDER BY name")
     out: dict[str, int] = {}
@@ -657,7 +665,7 @@ def namespaces_by_name(conn: Connection) -> dict[str, int]:
     return out
 
 
-def seqs_of_namespace(conn: Connection, namespace_id: int) -> list[tuple[int, str]]:
+def seqs_of_namespace(conn: EngineConnection, namespace_id: int) -> list[tuple[int, str]]:
     """(seq, id) of every checkpoint of a namespace."""
     return [
         (int(s), str(i))
@@ -677,7 +685,7 @@ def delete_namespace_if_empty(conn: Connection, namespace_id: int) -> None:
     )
 
 
-def namespace_name(conn: Connection, namespace_id: int) -> str | None:
+def namespace_name(conn: EngineConnection, namespace_id: int) -> str | None:
     """The name of a namespace id."""
     value = conn.scalar("SELECT name FROM namespace WHERE namespace_id = ?", (namespace_id,))
     return None if value is None else str(value)

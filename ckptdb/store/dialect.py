@@ -28,6 +28,12 @@ def text_as_bytes(conn: EngineConnection, column: str) -> str:
     return f"convert_to({column}, 'UTF8')"
 
 
+def unindexed(conn: EngineConnection, column: str) -> str:
+    """``column`` written so that the engine cannot answer from an index on it (a read
+    that must see the table itself, when a damaged index may mislead)."""
+    return f"+{column}" if conn.dialect == "sqlite" else f"({column} || '')"
+
+
 def no_limit(conn: EngineConnection) -> int | None:
     """The value of a ``LIMIT ?`` parameter that means "no limit"."""
     return -1 if conn.dialect == "sqlite" else None
