@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import psycopg
@@ -41,7 +40,7 @@ def _kill_backend(url: str, pid: int) -> None:
 # -- the server ------------------------------------------------------------------------
 
 
-def test_server_starts_stops_by_its_own_pid_and_recovers_after_a_crash(tmp_path: Path) -> None:
+def test_server_starts_stops_by_its_own_pid_and_recovers_after_a_crash() -> None:
     server = PostgresServer()  # its own short directory: a socket path has a length limit
     directory = server.directory
     try:
