@@ -49,18 +49,26 @@ def pg_checkpoint_id(n: int) -> str:
     return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
 
 
+def pg_create_schema(conn: Any) -> bool:
+    """Apply the PostgreSQL engine's core migrations under the schema lock, as a machine
+    would; False when the schema was there already."""
+    from ckptdb.store import migrations
+
+    with conn.write_transaction():
+        conn.lock(migrations.SCHEMA_LOCK)
+        return migrations.create_schema(conn, migrations.postgresql_core_set(), 1_000)
+
+
 def pg_prepare(url: str, checkpoints: int) -> None:
     """The PostgreSQL engine's schema in the database at ``url``, namespace 'ns' (id 1) and
     ``checkpoints`` plain checkpoint rows in it, ids :func:`pg_checkpoint_id`, generations
     1.. (until the checkpoint module is ported: rows that pointers and pins can name)."""
     from ckptdb.connection.postgres import PgConnection
-    from ckptdb.store import migrations
 
     conn = PgConnection.open(url)
     try:
+        pg_create_schema(conn)
         with conn.write_transaction():
-            conn.lock(migrations.SCHEMA_LOCK)
-            migrations.create_schema(conn, migrations.postgresql_core_set(), 1)
             conn.execute("INSERT INTO namespace (name, created_at_ms) VALUES ('ns', 1)")
             conn.executemany(
                 "INSERT INTO checkpoint (id, namespace_id, generation, created_at_ms, metadata,"

@@ -21,10 +21,6 @@ from ckptdb.store import pointers
 CHECKPOINTS = 40
 
 
-def _prepare(url: str) -> None:
-    pg_prepare(url, CHECKPOINTS)
-
-
 def _seq(conn: PgConnection, n: int) -> int:
     return int(conn.scalar("SELECT seq FROM checkpoint WHERE id = ?", (_id(n),)))
 
@@ -44,7 +40,7 @@ def _move(conn: PgConnection, n: int, previous: pointers.PointerRow | None) -> p
 
 @pytest.fixture
 def conn(pg_url: str) -> Iterator[PgConnection]:
-    _prepare(pg_url)
+    pg_prepare(pg_url, CHECKPOINTS)
     c = PgConnection.open(pg_url)
     try:
         yield c
@@ -148,7 +144,7 @@ def _assert_one_chain(url: str, moves: int) -> None:
 
 
 def test_racing_machines_get_one_winner_per_revision(pg_url: str) -> None:
-    _prepare(pg_url)
+    pg_prepare(pg_url, CHECKPOINTS)
     lines = _race(pg_url, processes=6, rounds=25)
     winners = [line for line in lines if line[0] == "moved"]
     conflicts = [line for line in lines if line[0] == "conflict"]
@@ -161,7 +157,7 @@ def test_racing_machines_get_one_winner_per_revision(pg_url: str) -> None:
 
 
 def test_racing_first_commits_of_a_namespace_get_one_winner(pg_url: str) -> None:
-    _prepare(pg_url)
+    pg_prepare(pg_url, CHECKPOINTS)
     lines = _race(pg_url, processes=5, rounds=1)
     # Those that read no pointer raced for the first move: one made it. (A process the
     # machine started late may find the pointer made and move it on: that is no race.)

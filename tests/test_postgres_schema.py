@@ -13,6 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from conftest import pg_create_schema
 
 import ckptdb
 from ckptdb import errors
@@ -25,12 +26,6 @@ from ckptdb.testing.postgres import PostgresServer
 SQLITE_ONLY = {"entry", "seq_high_water"}
 #: How the SQLite engine's declared types map onto the PostgreSQL engine's.
 TYPES = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea"}
-
-
-def _create(conn: PgConnection) -> bool:
-    with conn.write_transaction():
-        conn.lock(migrations.SCHEMA_LOCK)
-        return migrations.create_schema(conn, migrations.postgresql_core_set(), 1_000)
 
 
 @pytest.fixture
@@ -47,10 +42,10 @@ def test_a_new_database_gets_the_whole_schema_once(conn: PgConnection) -> None:
     assert mset.latest >= 1
     assert migrations.user_version(conn) == 0
     assert migrations.check_history(conn, mset) == list(mset.migrations)
-    assert _create(conn) is True
+    assert pg_create_schema(conn) is True
     assert migrations.user_version(conn) == mset.latest
     assert migrations.check_history(conn, mset) == []
-    assert _create(conn) is False  # already there: nothing written
+    assert pg_create_schema(conn) is False  # already there: nothing written
     rows = migrations.applied(conn, migrations.CORE)
     assert [(r.version, r.checksum, r.ckptdb_version) for r in rows] == [
         (m.version, m.checksum, ckptdb.__version__) for m in mset.migrations
@@ -59,7 +54,7 @@ def test_a_new_database_gets_the_whole_schema_once(conn: PgConnection) -> None:
 
 
 def test_an_edited_history_or_a_newer_database_is_refused(conn: PgConnection) -> None:
-    _create(conn)
+    pg_create_schema(conn)
     mset = migrations.postgresql_core_set()
     conn.execute("UPDATE ckptdb_migration SET checksum = repeat('0', 64) WHERE version = 1")
     with pytest.raises(errors.MigrationChecksumError) as caught:
@@ -99,7 +94,7 @@ def _sqlite_model(tmp_path: Path) -> dict[str, dict[str, str]]:
 def test_the_schema_is_the_sqlite_engines_model(conn: PgConnection, tmp_path: Path) -> None:
     # Drift check: a SQLite migration that adds a table, a column or a view column fails
     # here until migrations/postgresql/ says the same.
-    _create(conn)
+    pg_create_schema(conn)
     sqlite = _sqlite_model(tmp_path)
     postgres: dict[str, dict[str, str]] = {}
     for table, kind in conn.execute(
@@ -174,7 +169,7 @@ def test_names_order_by_code_point_whatever_the_databases_collation(
         admin.close()
     conn = PgConnection.open(pg_server.url(name))
     try:
-        assert _create(conn)
+        assert pg_create_schema(conn)
         assert conn.execute("SELECT x FROM (VALUES ('a'), ('B')) v (x) ORDER BY x") == [
             ("a",),
             ("B",),

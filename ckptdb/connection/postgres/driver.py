@@ -70,9 +70,8 @@ class PgConnection:
 
     def __init__(self, raw: psycopg.Connection[Row], url: str, readonly: bool) -> None:
         self._raw = raw
-        self.url = url
         #: how messages name this database (the URL without its password), as the SQLite
-        #: connection's ``path`` names its file
+        #: connection's ``path`` names its file; the URL itself is not kept
         self.path = display_name(url)
         self.readonly = readonly
         self._lock = threading.RLock()
