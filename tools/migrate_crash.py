@@ -212,7 +212,10 @@ class _WalWatch:
 
     def poll(self) -> int:
         """Bytes written so far."""
-        size = self.wal.stat().st_size if self.wal.exists() else 0
+        try:
+            size = self.wal.stat().st_size
+        except FileNotFoundError:  # the process closed the file and SQLite removed its WAL
+            size = 0
         self.written += max(0, size - self.size)
         self.size = size
         return self.written
