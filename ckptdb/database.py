@@ -15,6 +15,7 @@ from typing import Any
 
 from . import errors, load_checks, models, references, validation
 from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
+from .connection.engine import sqlite_only
 from .extension import RecordSealer, Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
@@ -110,6 +111,24 @@ def open(
         )
     revision = validation.code_revision(code_revision)
     max_metadata_bytes = validation.max_metadata_bytes(max_metadata_bytes)
+    url = validation.database_url(path)
+    if url is not None:
+        return _open_postgresql(
+            url,
+            readonly=readonly,
+            create=create,
+            migrate=migrate,
+            synchronous=synchronous,
+            busy_timeout=busy_timeout,
+            chunk_size=chunk_size,
+            page_size=page_size,
+            vfs=vfs,
+            virtual=virtual,
+            keys=keys,
+            clock=clock or system_clock,
+            max_metadata_bytes=max_metadata_bytes,
+            code_revision=revision,
+        )
     text = validation.open_arguments(
         path,
         migrate,
@@ -143,6 +162,60 @@ def open(
         vfs=vfs,
         group_commit=bool(group_commit),
         code_revision=revision,
+    )
+
+
+def _open_postgresql(
+    url: str,
+    *,
+    readonly: bool,
+    create: bool,
+    migrate: MigrateMode,
+    synchronous: Synchronous,
+    busy_timeout: float | None,
+    chunk_size: int | None,
+    page_size: int | None,
+    vfs: str | None,
+    virtual: bool,
+    keys: KeyProvider | None,
+    clock: Clock,
+    max_metadata_bytes: int,
+    code_revision: str | None,
+) -> Database:
+    """:func:`open` of a PostgreSQL URL: the options that are SQLite's own are refused
+    (the server decides durability and page layout), the rest checked as for a file."""
+    for name, value in (("page_size", page_size), ("vfs", vfs)):
+        if value is not None:
+            raise errors.InvalidInputError(
+                f"{name} is an SQLite setting; a PostgreSQL URL takes none"
+            )
+    if virtual:
+        raise errors.InvalidInputError("virtual=True is for an SQLite replica read through a VFS")
+    if synchronous != "full":
+        raise errors.InvalidInputError(
+            "synchronous is an SQLite setting; on PostgreSQL durability is the server's "
+            "(synchronous_commit): leave it at 'full'"
+        )
+    validation.open_arguments(url, migrate, synchronous, chunk_size, None, url=url)
+    handle = open_op.open_postgresql(
+        url,
+        readonly=readonly,
+        create=create,
+        migrate_mode=migrate,
+        busy_timeout=busy_timeout,
+        chunk_size=chunk_size,
+        keys=keys,
+        clock=clock,
+    )
+    # Group commit shares one SQLite transaction among threads to share its fsync; on
+    # PostgreSQL writers run at once and a failed statement would abort the shared
+    # transaction, so every commit has its own.
+    return Database(
+        handle,
+        max_metadata_bytes=max_metadata_bytes,
+        vfs=None,
+        group_commit=False,
+        code_revision=code_revision,
     )
 
 
@@ -195,7 +268,7 @@ class Database:
     def lock_waits(self) -> tuple[int, float]:
         """Diagnostics: how many times this handle waited for another connection's lock,
         and for how many seconds in all (WAL readers should show zero)."""
-        waits = self._handle.store.conn.lock_waits
+        waits = sqlite_only(self._handle.store.conn, "lock_waits").lock_waits
         return waits.waits, waits.seconds
 
     @property

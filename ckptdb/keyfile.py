@@ -84,9 +84,7 @@ def read_key_file(path: str) -> dict[str, bytes]:
         # for carrier); O_NOCTTY: a terminal never becomes ours. Whether it is a regular
         # file is then decided on the opened descriptor itself (fstat), so nothing can be
         # swapped in between a check and the open.
-        fd = os.open(
-            path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-        )
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         raise errors.InvalidKeyError(
             f"cannot open key file {path!r}: {exc.strerror}"

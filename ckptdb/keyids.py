@@ -83,8 +83,7 @@ def check(value: object) -> str:
         )
     if not isinstance(value, str):
         raise errors.InvalidKeyError(
-            f"a key id must be a str of 1-{MAX_KEY_ID_CHARS} characters, got "
-            f"{type(value).__name__}"
+            f"a key id must be a str of 1-{MAX_KEY_ID_CHARS} characters, got {type(value).__name__}"
         )
     if not _valid_text(value):
         raise errors.InvalidKeyError(

@@ -508,6 +508,24 @@ def is_full_id(value: str) -> bool:
     return bool(_HEX_ID.fullmatch(value))
 
 
+def database_url(path: object) -> str | None:
+    """The PostgreSQL URL ``ckptdb.open`` was given (``postgresql://`` or ``postgres://``),
+    or None when ``path`` is no such URL (a file path, checked by :func:`database_path`)."""
+    if not isinstance(path, str):
+        return None
+    scheme = _URL_SCHEME.match(path)
+    if scheme is None or scheme.group(1).lower() not in _POSTGRES_SCHEMES:
+        return None
+    if has_surrogate(path) or "\x00" in path:
+        raise errors.InvalidInputError(
+            "the PostgreSQL URL holds bytes that are not UTF-8 or a NUL character"
+        )
+    return path
+
+
+_POSTGRES_SCHEMES = ("postgres", "postgresql")
+
+
 def database_path(path: object, what: str) -> str:
     """A path SQLite will open (a database, an export's destination, an import's source),
     as text: SQLite names files in UTF-8, so a path holding bytes that are not UTF-8 is
@@ -527,13 +545,13 @@ def database_path(path: object, what: str) -> str:
         # and fail, if at all, as a missing directory. The text is not echoed: a URL may
         # carry a password.
         engine = (
-            " The PostgreSQL engine is not available in this release (docs/postgresql.md)."
-            if scheme.group(1).lower() in ("postgres", "postgresql")
-            else ""
+            " ckptdb.open() takes a PostgreSQL URL; this command or argument takes a file."
+            if scheme.group(1).lower() in _POSTGRES_SCHEMES
+            else " ckptdb.open() also takes a postgresql:// URL."
         )
         raise errors.InvalidInputError(
-            f"{what} is a URL ({scheme.group(1)}://...), not a file path; ckptdb opens a "
-            f"local SQLite file: pass its path.{engine}"
+            f"{what} is a URL ({scheme.group(1)}://...), not a file path; pass the path "
+            f"of a local SQLite file.{engine}"
         )
     return text
 
@@ -548,9 +566,12 @@ def open_arguments(
     synchronous: object,
     chunk_size: object,
     page_size: object,
+    *,
+    url: str | None = None,
 ) -> str:
-    """Check the arguments of ``ckptdb.open``; returns the path as text. The bounds are
-    those of :mod:`ckptdb.limits`, which the file's readers hold to as well."""
+    """Check the arguments of ``ckptdb.open``; returns the path as text (``url``: the
+    PostgreSQL URL :func:`database_url` found in ``path``, returned as it is). The bounds
+    are those of :mod:`ckptdb.limits`, which the file's readers hold to as well."""
     min_chunk, max_chunk = limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES
     if migrate not in ("auto", "never", "check"):
         raise errors.InvalidInputError(
@@ -560,7 +581,7 @@ def open_arguments(
         raise errors.InvalidInputError(
             f"synchronous must be 'full', 'normal', 'extra' or 'off', not {synchronous!r}"
         )
-    text = database_path(path, "the database path")
+    text = url if url is not None else database_path(path, "the database path")
     if chunk_size is not None and not (
         type(chunk_size) is int and min_chunk <= chunk_size <= max_chunk
     ):

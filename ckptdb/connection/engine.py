@@ -9,9 +9,12 @@ SQLite's own features (pragmas, incremental blob I/O, ``sqlite_schema``) keeps t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
+from .. import errors
+from .driver import Connection
 from .statements import Params, Row
 
 
@@ -22,6 +25,8 @@ class EngineConnection(Protocol):
     path: str
     #: True when the connection cannot write
     readonly: bool
+    #: called right after each write transaction began (the handle checks its caches there)
+    on_write_begin: Callable[[], None] | None
 
     @property
     def dialect(self) -> str:
@@ -65,3 +70,48 @@ class EngineConnection(Protocol):
     def lock(self, name: str) -> None:
         """Serialize with other writers that lock ``name``, until this transaction ends."""
         ...
+
+    def insert_returning(self, sql: str, params: Params, key: str) -> int:
+        """Run one ``INSERT`` of a single row and return the ``key`` column the engine gave
+        it (SQLite: the rowid; PostgreSQL: its identity column, by ``RETURNING``)."""
+        ...
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        """A write transaction around the block: COMMIT when it ends, ROLLBACK if it
+        raises."""
+        ...
+
+    def read_transaction(self) -> AbstractContextManager[None]:
+        """One consistent snapshot for every statement of the block."""
+        ...
+
+    def savepoint(self, name: str = "ckptdb_member") -> AbstractContextManager[None]:
+        """A savepoint inside the open write transaction: an error in the block undoes only
+        the block's writes (and propagates)."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        ...
+
+    def abandon(self) -> None:
+        """Close on an error path without raising (another exception is propagating)."""
+        ...
+
+
+def sqlite_only(conn: EngineConnection, what: str) -> Connection:
+    """``conn`` as the SQLite connection ``what`` needs, or EngineUnsupportedError when the
+    database is on another engine (the parts of the API not yet ported: docs/postgresql.md)."""
+    if isinstance(conn, Connection):
+        return conn
+    raise errors.EngineUnsupportedError(
+        f"{what} is not available on {conn.dialect} in this release (see docs/postgresql.md, "
+        "'What runs on PostgreSQL'); nothing was written. Use an SQLite database for it, or "
+        "export the namespaces to one."
+    )
+
+
+def relaxed_sync(conn: EngineConnection) -> AbstractContextManager[None]:
+    """Staging's relaxed durability on SQLite (see ``Connection.relaxed_sync``); nothing on
+    PostgreSQL, whose commits cost no fsync of the client's."""
+    return conn.relaxed_sync() if isinstance(conn, Connection) else nullcontext()

@@ -81,6 +81,12 @@ class StatementRunner:
         """Rows changed by the most recent INSERT/UPDATE/DELETE."""
         return int(self._raw.changes())
 
+    def insert_returning(self, sql: str, params: Params, key: str) -> int:
+        """Run one ``INSERT`` of a single row and return its rowid (``key`` names the
+        column: on SQLite, the rowid alias)."""
+        self.execute(sql, params)
+        return int(self._raw.last_insert_rowid())
+
     def last_insert_rowid(self) -> int:
         """Rowid of the most recent successful INSERT."""
         return int(self._raw.last_insert_rowid())

@@ -255,6 +255,15 @@ class IntegrationWriteRefusedError(CkptdbError):
     code = "integration_write_refused"
 
 
+class EngineUnsupportedError(CkptdbError):
+    """The operation is not available on this database's engine yet (a PostgreSQL database
+    serves part of the API in this release: docs/postgresql.md lists which). Refused before
+    anything was written."""
+
+    code = "engine_unsupported"
+    exit_status = 6
+
+
 class ClosedError(CkptdbError):
     """The database handle was closed."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import canonical, errors, models
 from ..canonical import EntryRecord
+from ..connection.engine import sqlite_only
 from ..extension import Session
 from ..store import CORE_TABLES, blob_scans, checkpoints, pointers
 from ..store.blobs import BlobStore, PreparedBlob
@@ -226,7 +227,7 @@ def _delete_staged(tx: Unit, plans: list[CommitPlan]) -> tuple[int, int]:
     """Delete what :func:`discard_staged` may, in one write transaction that also hands
     the freed pages back (so the file can shrink without first growing by them). Returns
     (chunks, bytes)."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "deleting a failed commit's staged chunks")
     deleted = freed = 0
     with conn.write_transaction():
         free_before = gc.free_pages(conn)
@@ -315,6 +316,7 @@ def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
     conn = tx.conn
     ns = plan.namespace
     now_ms = tx.now_ms
+    pointers.lock_namespace(conn, ns)
     ptr = tx.moved.get(ns) or tx.handle.heads.get(ns)
     if ptr is None:
         ptr = pointers.pointer(conn, ns)
@@ -463,7 +465,8 @@ def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
 def _run_hook(tx: Unit, hook: Hook, ack: models.CommitAck) -> None:
     """An integration's ``on_publish`` hook, in the commit's transaction, confined to the
     integration's own tables."""
-    with tx.conn.integration_session(CORE_TABLES) as session:
+    conn = sqlite_only(tx.conn, "an on_publish hook")
+    with conn.integration_session(CORE_TABLES) as session:
         hook(session, ack)
 
 
@@ -530,6 +533,7 @@ def set_current(
     """Move CURRENT to an existing checkpoint of the namespace (inside the unit's write
     transaction); returns the new pointer. ``fallback`` as in :func:`pointers.move`."""
     conn = tx.conn
+    pointers.lock_namespace(conn, namespace)
     target = checkpoints.require_checkpoint(conn, checkpoint_id)
     if target.namespace != namespace:
         raise errors.InvalidReferenceError(

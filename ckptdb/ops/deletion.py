@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
+from ..connection.engine import sqlite_only
 from ..extension import Session
 from ..store import (
     CORE_TABLES,
@@ -58,7 +59,7 @@ def delete_selected(
     (which runs in its own write transaction before sweeping, e.g. removing a dropped
     namespace's pointer); ``epilogue`` runs in the transaction that stores the receipt.
     """
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "deleting checkpoints")
     now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     with conn.read_transaction():
@@ -171,13 +172,11 @@ def drop_namespace(
     its own: the integration's rows may outlive an earlier, interrupted drop)."""
     with holding(handle, write=not dry_run) as tx:
         try:
-            return drop_namespace_in(
-                tx, namespace, force=force, dry_run=dry_run, on_drop=on_drop
-            )
+            return drop_namespace_in(tx, namespace, force=force, dry_run=dry_run, on_drop=on_drop)
         except errors.NamespaceNotFoundError:
             if on_drop is not None and not dry_run:
                 with tx.conn.write_transaction():
-                    _run_drop_hook(tx.conn, on_drop)
+                    _run_drop_hook(sqlite_only(tx.conn, "an on_drop hook"), on_drop)
             return models.PruneReport(
                 kind="drop_namespace",
                 dry_run=dry_run,
@@ -198,7 +197,7 @@ def drop_namespace_in(
 ) -> models.PruneReport:
     """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none);
     ``on_drop`` runs in the transaction that stores the receipt (not on a dry run)."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "dropping a namespace")
     ns_id = checkpoints.namespace_id(conn, namespace)
     if ns_id is None:
         raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
@@ -253,7 +252,7 @@ def prune(
     dry_run: bool,
 ) -> models.PruneReport:
     """See :meth:`ckptdb.Database.prune`."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "deleting checkpoints")
 
     def select() -> list[tuple[int, str]]:
         out = []

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from .. import errors, keyids, models, validation
+from ..connection.engine import sqlite_only
 from ..store import blob_scans, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
 from . import deletion, gc
@@ -127,7 +128,7 @@ def set_encryption(
 def _create_scope(
     tx: Unit, text: str, kid: str, kek: bytes, metadata: bool, now: int
 ) -> models.KeyScope:
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "creating a key scope")
     for row in scopes.all_rows(conn):
         if row.key_id == kid:
             if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
@@ -212,7 +213,7 @@ def _wal_empty(tx: Unit) -> bool:
     """True when the WAL holds no frame on disk (False under Litestream, whose WAL ckptdb
     never truncates)."""
     wal = tx.handle.path + "-wal"
-    return not tx.conn.litestream_managed() and (
+    return not sqlite_only(tx.conn, "key rotation").litestream_managed() and (
         not os.path.exists(wal) or os.path.getsize(wal) == 0
     )
 
@@ -230,7 +231,7 @@ def _retire_wal(tx: Unit, record: Callable[[bool], int]) -> tuple[int, bool]:
     alone; the second checkpoint removes those too. While Litestream manages the file these
     checkpoints are PASSIVE (``Connection.wal_checkpoint``): the WAL is Litestream's to
     restart, so old frames stay in it until Litestream does, and ``False`` says so."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "rotating or shredding a key")
     conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
     emptied = _wal_empty(tx)
     with conn.write_transaction():
@@ -241,7 +242,7 @@ def _retire_wal(tx: Unit, record: Callable[[bool], int]) -> tuple[int, bool]:
 
 def _rewrap(tx: Unit, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
     with tx.conn.write_transaction():
-        conn = tx.conn
+        conn = sqlite_only(tx.conn, "rotating or shredding a key")
         row = _row(tx, kid)
         if row.shredded:
             raise errors.KeyShreddedError(
@@ -266,7 +267,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
     kid = key_id(key_id_value)
     with holding(handle, write=True) as tx:
         now = tx.now_ms
-        conn = tx.conn
+        conn = sqlite_only(tx.conn, "rotating or shredding a key")
         # 1. Forget the wrapped data key first, in its own transaction: from its COMMIT on,
         # every copy of the scope's bytes -- here, in backups, in replicas -- is unreadable.
         with conn.write_transaction():

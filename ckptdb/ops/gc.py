@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
+from ..connection.engine import sqlite_only
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
 from ..store import blob_scans, checkpoint_scans, checkpoints, pins, pointers, settings
 from ..store.gc_batch import GcBatch
@@ -535,7 +536,7 @@ def _run(
     keep: set[str] | None,
     progress: Progress | None,
 ) -> models.GcReport:
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "garbage collection")
     now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     before = _file_bytes(path)

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors, models
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..store import pointers
 from ..store.rows import PointerRow
 from ..types import Addressed, BlobRef, Entry
@@ -530,7 +530,7 @@ def _disk_full_cleaned(tx: Unit, failed: list[_Request], error: Exception) -> Ex
     return cleaned
 
 
-def _landed(conn: Connection, ptr: PointerRow, ack: models.CommitAck) -> bool:
+def _landed(conn: EngineConnection, ptr: PointerRow, ack: models.CommitAck) -> bool:
     """Whether the move ``ack`` describes is in the file: CURRENT names it (the rule of a
     lone commit), or -- for a commit that a later member of the same batch superseded --
     the pointer history holds it at the revision it was given."""

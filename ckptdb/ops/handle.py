@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from .. import errors
 from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..store import Store, schema, scopes
 from ..store.chunking import Chunker
 from ..store.migrations import Migration
@@ -39,12 +40,12 @@ class Handle:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: EngineConnection,
         *,
         path: str,
         chunk_size: int,
         pending: list[Migration],
-        reopen: Callable[[], Connection],
+        reopen: Callable[[], EngineConnection],
         chunker: Chunker | None = None,
         keyring: Keyring | None = None,
         clock: Clock = system_clock,
@@ -185,6 +186,15 @@ class Handle:
             return
         self._data_version = None
         self._scoped = False
+        if not isinstance(conn, Connection):
+            # PostgreSQL has no data version, and other writers commit at any moment: the
+            # caches of rows they may change are dropped at every write transaction.
+            def begin_shared() -> None:
+                self.heads.clear()
+                self.store.quotas.invalidate()
+
+            conn.on_write_begin = begin_shared
+            return
 
         def begin() -> None:
             version = schema.data_version(conn)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .. import canonical, errors, load_checks, models, validation
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..store import checkpoints, pointers
 from ..store.rows import CheckpointRow, PointerRow
 from . import receipts as receipt_op
@@ -225,7 +225,7 @@ def warn_revision(note: models.RevisionMismatch) -> None:
     )
 
 
-def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
+def _row(conn: EngineConnection, checkpoint_id: str) -> CheckpointRow | None:
     """The stored row of a checkpoint, or None when no row has that id. When the lookup
     through the index on ids fails or finds nothing (collected by GC -- or hidden by a
     damaged index), the table itself is searched."""
@@ -240,7 +240,7 @@ def _row(conn: Connection, checkpoint_id: str) -> CheckpointRow | None:
     return row
 
 
-def _real_row(conn: Connection, row: CheckpointRow) -> CheckpointRow | None:
+def _real_row(conn: EngineConnection, row: CheckpointRow) -> CheckpointRow | None:
     """After ``row``'s manifest failed: the row the table holds for its id, when the index
     on ids led to another one (SQLite then reads the id itself from the index, so the row
     carries the asked id on another checkpoint's columns); None when ``row`` is the table's."""
@@ -249,7 +249,9 @@ def _real_row(conn: Connection, row: CheckpointRow) -> CheckpointRow | None:
     return real if real is not None and real.seq != row.seq else None
 
 
-def _manifest(handle: Handle, conn: Connection, namespace: str, row: CheckpointRow) -> Checkpoint:
+def _manifest(
+    handle: Handle, conn: EngineConnection, namespace: str, row: CheckpointRow
+) -> Checkpoint:
     """The checkpoint with its manifest checked against its id. Raises CorruptionError for
     a damaged manifest, and for a checkpoint of another namespace (reached only through
     damage)."""
@@ -271,7 +273,7 @@ class _Next:
     child: CheckpointRow | None = None
 
 
-def _proves_parent(conn: Connection, child: CheckpointRow | None, cp: Checkpoint) -> bool:
+def _proves_parent(conn: EngineConnection, child: CheckpointRow | None, cp: Checkpoint) -> bool:
     """Whether the damaged checkpoint ``child`` is proven to have ``cp`` as its parent: its
     id recomputes with ``cp`` as parent, one generation later (the id commits to both, so
     this holds when the damage is confined to those two fields)."""
@@ -286,7 +288,7 @@ def _proves_parent(conn: Connection, child: CheckpointRow | None, cp: Checkpoint
     return checkpoints.recomputed_id(claimed, entries) == child.id
 
 
-def _is_parent(conn: Connection, step: _Next, cp: Checkpoint) -> bool:
+def _is_parent(conn: EngineConnection, step: _Next, cp: Checkpoint) -> bool:
     """Whether ``cp``, reached through a pointer record, is the parent of the damaged
     checkpoint before it: proven (:func:`_proves_parent`), else when ``cp`` has the
     generation the walk predicted (not a proof: see the module docstring)."""
@@ -296,7 +298,7 @@ def _is_parent(conn: Connection, step: _Next, cp: Checkpoint) -> bool:
 
 
 def _intact(
-    handle: Handle, conn: Connection, namespace: str, checkpoint_id: str | None
+    handle: Handle, conn: EngineConnection, namespace: str, checkpoint_id: str | None
 ) -> Checkpoint | None:
     """The checkpoint with its manifest checked, or None when it is not stored or damaged."""
     if checkpoint_id is None:
@@ -318,7 +320,7 @@ def _intact(
 
 def _parent_of_damaged(
     handle: Handle,
-    conn: Connection,
+    conn: EngineConnection,
     ptr: PointerRow,
     checkpoint_id: str,
     row: CheckpointRow | None,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import errors, files, limits, models
 from ..connection import Connection
+from ..connection.engine import sqlite_only
 from ..store import entry_move, migrations, settings
 from . import receipts as receipt_op
 from .unit import Clock, Unit, holds
@@ -36,7 +37,7 @@ def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
 @holds(schema_work=True)
 def status(tx: Unit, path: str) -> models.MigrationStatus:
     """The file's schema version, this code's, and the pending migrations."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "migration status")
     with conn.read_transaction():
         core = migrations.core_set()
         pending = migrations.check_history(conn, core)
@@ -90,7 +91,7 @@ def up(
     tx: Unit, *, to: int | None, backup: str | os.PathLike[str] | bool
 ) -> models.MigrationResult:
     """See :meth:`ckptdb.Database.migrate`."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "migrating the schema")
     path = tx.handle.path
     core = migrations.core_set()
     pending = migrations.check_history(conn, core)
@@ -203,7 +204,8 @@ def apply_set(tx: Unit, name: str, directory: Traversable | str) -> list[int]:
         )
     folder = Path(directory) if isinstance(directory, str) else directory
     mset = migrations.load_set(name, folder)
-    return [m.version for m in apply_pending(tx.conn, mset, tx.handle.clock)]
+    conn = sqlite_only(tx.conn, "an integration's migrations")
+    return [m.version for m in apply_pending(conn, mset, tx.handle.clock)]
 
 
 def apply_pending(

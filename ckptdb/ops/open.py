@@ -17,6 +17,7 @@ from ..connection import (
     open_connection,
     open_probe,
 )
+from ..connection.engine import EngineConnection
 from ..store import (
     blob_scans,
     checkpoint_scans,
@@ -239,6 +240,98 @@ def open_handle(
     )
     handle.schema_problems = schema_problems
     return handle
+
+
+def open_postgresql(
+    url: str,
+    *,
+    readonly: bool,
+    create: bool,
+    migrate_mode: MigrateMode,
+    busy_timeout: float | None,
+    chunk_size: int | None,
+    keys: KeyProvider | None = None,
+    clock: Clock = system_clock,
+) -> Handle:
+    """Open the PostgreSQL database at ``url`` (docs/postgresql.md): create ckptdb's schema
+    in an empty one (``create``), apply pending migrations (``migrate_mode``), build a
+    handle. ``busy_timeout`` bounds each wait for a lock (None: wait as long as it takes).
+    Every step that writes runs under the schema's advisory lock, so machines opening one
+    database at once create or migrate it exactly once."""
+    try:
+        from ..connection.postgres import PgConnection  # noqa: PLC0415 - optional driver
+    except ImportError as exc:
+        raise errors.UnsupportedFeatureError(
+            "the PostgreSQL engine needs its driver: pip install 'ckptdb[postgresql]'"
+        ) from exc
+
+    def connect() -> EngineConnection:
+        wait = None if busy_timeout is None else max(busy_timeout, 0.001)
+        return PgConnection.open(url, readonly=readonly, lock_timeout=wait)
+
+    conn = connect()
+    try:
+        core = migrations.postgresql_core_set()
+        with conn.read_transaction():
+            pending = migrations.check_history(conn, core)
+        fresh = bool(pending) and pending[0].version == 1
+        if fresh and (readonly or not create):
+            raise errors.DatabaseFileError(
+                f"{conn.path} holds no ckptdb schema yet; open it with create=True (the "
+                "default) to create it"
+            )
+        if pending and migrate_mode == "never":
+            raise errors.MigrationPendingError(
+                f"{conn.path} needs migrations {[m.version for m in pending]}; open it with "
+                "migrate='auto'",
+                pending=[m.version for m in pending],
+            )
+        if pending and migrate_mode == "auto":
+            if readonly:
+                raise errors.MigrationPendingError(
+                    f"{conn.path} needs schema migrations but was opened read-only; open it "
+                    "read-write once",
+                    pending=[m.version for m in pending],
+                )
+            with conn.write_transaction():
+                conn.lock(migrations.SCHEMA_LOCK)
+                if migrations.create_schema(conn, core, clock()):
+                    settings.init_new_file(
+                        conn,
+                        chunk_size or limits.DEFAULT_CHUNK_BYTES,
+                        fixed=chunk_size is not None,
+                    )
+                for migration in migrations.check_history(conn, core):
+                    migrations.apply_one(
+                        conn,
+                        core,
+                        migration,
+                        rolled_back_to=migration.version - 1,
+                        now_ms=clock(),
+                    )
+            pending = []
+        if not pending:
+            with conn.read_transaction():
+                settings.require_features(conn, conn.path)
+                effective_chunk = settings.chunk_size(
+                    conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES
+                )
+                chunker = settings.chunker(conn, effective_chunk)
+        else:
+            effective_chunk, chunker = limits.DEFAULT_CHUNK_BYTES, None
+    except BaseException:
+        conn.abandon()
+        raise
+    return Handle(
+        conn,
+        path=conn.path,
+        chunk_size=effective_chunk,
+        pending=pending,
+        reopen=connect,
+        chunker=chunker,
+        keyring=Keyring(keys),
+        clock=clock,
+    )
 
 
 def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> Handle:

@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 from .. import errors
+from ..connection.engine import relaxed_sync
 from ..store import codec
 from ..store.blobs import BlobStore, PreparedBlob
 from ..store.crypto import PLAINTEXT, Scope
@@ -359,7 +360,7 @@ def _stage(
             flush()
 
     try:
-        with blobs.conn.relaxed_sync():
+        with relaxed_sync(blobs.conn):
             for piece in pieces:
                 if not piece:
                     continue

@@ -38,6 +38,7 @@ from typing import Any
 
 from .. import errors, models
 from ..connection import Connection, Params, PreparedStatement, Row, SqlFailure
+from ..connection.engine import sqlite_only
 from .handle import Handle
 from .unit import holding
 
@@ -214,7 +215,10 @@ def stream(
     """Run one read-only statement and stream its rows (see the module docstring); the
     handle is held until the block ends."""
     limit = check_timeout(timeout)
-    with holding(handle) as tx, _stream(tx.conn, sql, params, limit) as qs:
+    with (
+        holding(handle) as tx,
+        _stream(sqlite_only(tx.conn, "an SQL query"), sql, params, limit) as qs,
+    ):
         yield qs
 
 

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from .. import errors, models, validation
 from ..connection import Connection
+from ..connection.engine import EngineConnection, sqlite_only
 from ..store import quotas
 from ..store.quotas import QuotaRow
 from ..store.receipts import store_receipt
@@ -252,7 +253,7 @@ class _Usage:
         return {"checkpoints": self.checkpoints, "logical_bytes": self.logical_bytes}
 
 
-def _usage(conn: Connection, rule: QuotaRow, namespace_id: int) -> _Usage:
+def _usage(conn: EngineConnection, rule: QuotaRow, namespace_id: int) -> _Usage:
     with_bytes = rule.max_bytes is not None
     if rule.applies_to == "each":
         return _Usage(*quotas.namespace_usage(conn, namespace_id, with_bytes=with_bytes))
@@ -378,7 +379,9 @@ def enforce(tx: Unit, namespace: str, namespace_id: int, checkpoint_id: str) -> 
         usage = _usage(conn, rule, namespace_id)
         if usage.over(rule) is None:
             continue
-        swept, after = _evict(conn, rule, namespace, namespace_id, usage, now_ms)
+        swept, after = _evict(
+            sqlite_only(conn, "a quota that evicts"), rule, namespace, namespace_id, usage, now_ms
+        )
         evicted.extend(swept.deleted_ids)
         totals.blobs += swept.blobs
         totals.chunks += swept.chunks

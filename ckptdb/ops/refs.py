@@ -4,7 +4,7 @@ the verified lineage walk."""
 from __future__ import annotations
 
 from .. import errors, models, validation
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..references import format_reference, parse_reference
 from ..store import checkpoints, pointers
 from ..store.rows import CheckpointRow, EntryRow, PointerRow
@@ -202,7 +202,7 @@ def resolve(tx: Unit, ref: str) -> str:
     return walk[parsed.back]
 
 
-def _resolve_id(conn: Connection, ref: str, lowered: str) -> str:
+def _resolve_id(conn: EngineConnection, ref: str, lowered: str) -> str:
     if validation.is_full_id(lowered):
         checkpoints.require_checkpoint(conn, lowered)
         return lowered

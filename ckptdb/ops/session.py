@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..connection.engine import sqlite_only
 from ..extension import Session
 from ..store import CORE_TABLES
 from .handle import Handle
@@ -22,7 +23,10 @@ from .unit import reading, writing
 def write_session(handle: Handle) -> Iterator[Session]:
     """See :meth:`ckptdb.Database.write_session`."""
     # Confined to the integration's own tables: it moves no pointer.
-    with writing(handle, keeps_heads=True) as tx, tx.conn.integration_session(CORE_TABLES) as s:
+    with (
+        writing(handle, keeps_heads=True) as tx,
+        sqlite_only(tx.conn, "a write session").integration_session(CORE_TABLES) as s,
+    ):
         yield s
 
 
@@ -32,6 +36,6 @@ def read_session(handle: Handle, *, snapshot: bool) -> Iterator[Session]:
     # Confined too: a read session has no business writing, least of all core rows.
     with (
         reading(handle, snapshot=snapshot) as tx,
-        tx.conn.integration_session(CORE_TABLES) as session,
+        sqlite_only(tx.conn, "a read session").integration_session(CORE_TABLES) as session,
     ):
         yield session

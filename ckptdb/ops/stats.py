@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import models
+from ..connection.engine import sqlite_only
 from ..store import blob_scans, checkpoint_scans, pointers, quotas
 from .unit import Unit, reads
 
@@ -19,7 +20,7 @@ def _size(path: str) -> int:
 @reads
 def collect(tx: Unit, path: str) -> models.Stats:
     """Gather the statistics in one read transaction."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "stats")
     chunk_size = tx.chunk_size
     counts = (
         pointers.count(conn),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .. import errors, models, validation
 from ..canonical import chunk_list_digest
 from ..connection import Connection
+from ..connection.engine import sqlite_only
 from ..files import fsync_directory
 from ..store import checkpoint_scans, checkpoints, pointers
 from ..store.encoding import EncodedChunk, decoded, verified_inline
@@ -72,8 +73,8 @@ class _Copier:
     def __init__(self, src: Unit, dst: Unit) -> None:
         #: the time of the transfer (the destination's clock)
         self.now_ms = dst.now_ms
-        self.src = src.conn
-        self.dst = dst.conn
+        self.src = sqlite_only(src.conn, "export and import")
+        self.dst = sqlite_only(dst.conn, "export and import")
         self.src_blobs = src.blobs
         self.dst_blobs = dst.blobs
         self.counts = _Counts()
@@ -295,7 +296,7 @@ def export_to(
     create: Callable[[str, int], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.export`. ``create(path, page_size)`` makes the new file."""
-    src = src_tx.conn
+    src = sqlite_only(src_tx.conn, "export")
     dest = os.path.abspath(dest)
     if os.path.lexists(dest):
         raise errors.InvalidInputError(
@@ -338,7 +339,7 @@ def export_to(
         out = create(tmp, page_size)
         try:
             with holding(out, write=True) as dst_tx:
-                dst = dst_tx.conn
+                dst = sqlite_only(dst_tx.conn, "export")
                 copier = _Copier(src_tx, dst_tx)
 
                 def copy_pointers() -> None:
@@ -427,11 +428,11 @@ def import_from(
     open_source: Callable[[str], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.import_file`. ``open_source`` opens the file read-only."""
-    dst = dst_tx.conn
+    dst = sqlite_only(dst_tx.conn, "import")
     src_handle = open_source(source)
     try:
         with holding(src_handle) as src_tx:
-            src = src_tx.conn
+            src = sqlite_only(src_tx.conn, "import")
             with src_tx.read_batch():
                 # A source's pointer naming a checkpoint it does not hold (or one of another
                 # namespace) is among what export_check.validate refuses.

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from ..store import Store
 from ..store.blobs import BlobStore
 from ..store.chunking import Chunker
@@ -69,7 +69,7 @@ class Unit:
         self.handle = handle
         self.store = store
         #: the connection every statement of this unit runs on
-        self.conn: Connection = store.conn
+        self.conn: EngineConnection = store.conn
         #: the time of this act, read from the handle's clock when the unit began
         self.now_ms: int = handle.clock()
         #: True when the unit may write

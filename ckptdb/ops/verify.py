@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
+from ..connection.engine import sqlite_only
 from ..store import (
     CORE_TABLES,
     blob_scans,
@@ -514,7 +515,7 @@ def verify_database(
     tx: Unit, *, quick: bool, progress: PhaseProgress | None = None
 ) -> models.VerifyReport:
     """See :meth:`ckptdb.Database.verify`."""
-    conn = tx.conn
+    conn = sqlite_only(tx.conn, "verify")
     report = _Report()
     no_ids: tuple[set[int], int] = (set(), 0)
     with tx.read_batch():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..connection import Connection
+from ..connection.engine import EngineConnection
 from .blobs import BlobStore
 from .chunking import Chunker, FixedChunker
 from .encoding import EncodingCache
@@ -47,7 +47,7 @@ CORE_TABLES = frozenset(
 class Store:
     """The tables of one open connection: what every operation works on."""
 
-    conn: Connection
+    conn: EngineConnection
     chunk_size: int
     blobs: BlobStore
     #: this connection's copy of the quota rows (see :mod:`.quotas`): a store lives as
@@ -58,7 +58,7 @@ class Store:
     @classmethod
     def on(
         cls,
-        conn: Connection,
+        conn: EngineConnection,
         chunk_size: int,
         chunker: Chunker | None = None,
         keyring: Keyring | None = None,

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import canonical, errors
 from ..connection import Connection
+from ..connection.engine import EngineConnection
 from .blob_reader import READ_AT_ONCE, ChunkedBlobReader, corruption, gone
 from .checkpoints import existing_ids
 from .crypto import Scope
@@ -28,7 +29,7 @@ class BlobReads:
     """Reads of the ``blob``, ``blob_chunk``, ``chunk`` and ``chunk_data`` tables, on one
     connection. Nothing is cached: what SQLite holds is read (and verified) each time."""
 
-    def __init__(self, conn: Connection, keyring: Keyring | None = None) -> None:
+    def __init__(self, conn: EngineConnection, keyring: Keyring | None = None) -> None:
         self.conn = conn
         #: the handle's keys: which scope a stored record's ``scope_id`` names
         self.keyring = keyring if keyring is not None else Keyring()
@@ -231,12 +232,21 @@ class BlobReads:
     def read_chunk(self, chunk_id: int) -> bytes | None:
         """One chunk's stored (unverified) bytes, copied once out of SQLite's pages; None
         if the chunk's bytes are gone (or are no BLOB)."""
-        return self.conn.read_blob("chunk_data", "data", chunk_id)
+        if isinstance(self.conn, Connection):
+            return self.conn.read_blob("chunk_data", "data", chunk_id)
+        value = self.conn.scalar("SELECT data FROM chunk_data WHERE chunk_id = ?", (chunk_id,))
+        return bytes(value) if isinstance(value, (bytes, memoryview)) else None
 
     def read_chunk_into(self, chunk_id: int, buffer: bytearray) -> int | None:
         """Read one chunk's stored (unverified) bytes into ``buffer``; returns the length,
         or None if the chunk is gone."""
-        return self.conn.read_blob_into("chunk_data", "data", chunk_id, buffer)
+        if isinstance(self.conn, Connection):
+            return self.conn.read_blob_into("chunk_data", "data", chunk_id, buffer)
+        data = self.read_chunk(chunk_id)
+        if data is None:
+            return None
+        buffer[: len(data)] = data
+        return len(data)
 
     def blob_exists(self, blob_id: int) -> bool:
         """True while the blob row exists."""

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from .. import canonical, errors
 from ..connection import Connection
-from . import codec
+from ..connection.engine import EngineConnection
+from . import codec, dialect
 from .blob_reads import BlobReads
 from .chunking import Chunker
 from .crypto import PLAINTEXT, Scope
@@ -101,7 +102,7 @@ class BlobStore(BlobReads):
 
     def __init__(
         self,
-        conn: Connection,
+        conn: EngineConnection,
         chunk_size: int,
         chunker: Chunker,
         keyring: Keyring | None = None,
@@ -140,10 +141,8 @@ class BlobStore(BlobReads):
         for chunk in chunks:
             if touch:
                 # Staging a stream: new chunks are the common case, so try the insert first.
-                self.conn.execute("INSERT OR IGNORE" + _CHUNK_INSERT, _chunk_row(chunk, now_ms))
-                if self.conn.changes() == 1:
-                    chunk_id = self.conn.last_insert_rowid()
-                    self._write_chunk_bytes(chunk_id, chunk.stored)
+                chunk_id = self._insert_new_chunk(chunk, now_ms)
+                if chunk_id is not None:
                     ids.append(chunk_id)
                     if inserted is not None:
                         inserted.append(chunk_id)
@@ -156,7 +155,8 @@ class BlobStore(BlobReads):
             row = self.conn.one(
                 "SELECT c.chunk_id, d.data = ?1, c.codec,"
                 " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END, c.scope_id FROM chunk c"
-                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2",
+                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2"
+                + dialect.key_share(self.conn, "c"),
                 (chunk.stored, chunk.digest),
             )
             if row is None:
@@ -172,7 +172,7 @@ class BlobStore(BlobReads):
             ids.append(chunk_id)
             if touch:
                 self.touch_chunk(chunk_id, now_ms)
-            if row[1] == 1:
+            if row[1] in (1, True):  # (PostgreSQL's comparison is a boolean)
                 continue
             if row[4] == chunk.scope_id:
                 scope = self.keyring.scope(self.conn, chunk.scope_id)
@@ -194,6 +194,25 @@ class BlobStore(BlobReads):
             repaired.append(chunk.digest)
         return ids, written, repaired
 
+    def _insert_new_chunk(self, chunk: EncodedChunk, now_ms: int) -> int | None:
+        """Insert the chunk unless one with its digest is stored; its id when inserted."""
+        conn = self.conn
+        if isinstance(conn, Connection):
+            conn.execute("INSERT OR IGNORE" + _CHUNK_INSERT, _chunk_row(chunk, now_ms))
+            if conn.changes() != 1:
+                return None
+            chunk_id = conn.last_insert_rowid()
+        else:
+            new = conn.execute(
+                "INSERT" + _CHUNK_INSERT + " ON CONFLICT (digest) DO NOTHING RETURNING chunk_id",
+                _chunk_row(chunk, now_ms),
+            )
+            if not new:
+                return None
+            chunk_id = int(new[0][0])
+        self._write_chunk_bytes(chunk_id, chunk.stored)
+        return chunk_id
+
     def find_chunk(self, digest: str) -> int | None:
         """The id of the chunk with this digest, if stored."""
         value = self.conn.scalar("SELECT chunk_id FROM chunk WHERE digest = ?", (digest,))
@@ -209,24 +228,25 @@ class BlobStore(BlobReads):
     def insert_chunk(self, chunk: EncodedChunk, now_ms: int) -> int:
         """Insert a new chunk whose encoding the caller made or verified (inside a write
         transaction). Returns its id."""
-        self.conn.execute("INSERT" + _CHUNK_INSERT, _chunk_row(chunk, now_ms))
-        chunk_id = self.conn.last_insert_rowid()
+        chunk_id = self.conn.insert_returning(
+            "INSERT" + _CHUNK_INSERT, _chunk_row(chunk, now_ms), "chunk_id"
+        )
         self._write_chunk_bytes(chunk_id, chunk.stored)
         return chunk_id
 
     def _write_chunk_bytes(self, chunk_id: int, data: bytes | memoryview) -> None:
-        if len(data) <= _BIND_LIMIT:
-            self.conn.execute(
-                "INSERT INTO chunk_data (chunk_id, data) VALUES (?, ?)", (chunk_id, data)
-            )
+        conn = self.conn
+        if len(data) <= _BIND_LIMIT or not isinstance(conn, Connection):
+            # (PostgreSQL has no incremental blob I/O: its bytes are always bound.)
+            conn.execute("INSERT INTO chunk_data (chunk_id, data) VALUES (?, ?)", (chunk_id, data))
             return
         # zeroblob + incremental write: large bytes go straight into the row's pages
         # instead of being copied into a bound parameter and a record first.
-        self.conn.execute(
+        conn.execute(
             "INSERT INTO chunk_data (chunk_id, data) VALUES (?, zeroblob(?))",
             (chunk_id, len(data)),
         )
-        self.conn.write_blob("chunk_data", "data", chunk_id, data)
+        conn.write_blob("chunk_data", "data", chunk_id, data)
 
     # -- blobs (inside the commit transaction) -------------------------------------------
 
@@ -242,9 +262,13 @@ class BlobStore(BlobReads):
             stored = blob.inline if blob.inline_stored is None else blob.inline_stored
             # New content is the common case: one statement when it is.
             new = self.conn.execute(
-                "INSERT OR IGNORE INTO blob (digest, size, chunk_count, inline_data,"
-                " created_at_ms, codec, scope_id, sealed_digest) VALUES (?, ?, 0, ?, ?, ?, ?, ?)"
-                " RETURNING blob_id",
+                dialect.insert_or_ignore(
+                    self.conn,
+                    " INTO blob (digest, size, chunk_count, inline_data, created_at_ms, codec,"
+                    " scope_id, sealed_digest) VALUES (?, ?, 0, ?, ?, ?, ?, ?)",
+                    "digest",
+                    " RETURNING blob_id",
+                ),
                 (
                     blob.digest,
                     blob.size,
@@ -261,7 +285,7 @@ class BlobStore(BlobReads):
             row = self.conn.one(
                 "SELECT blob_id, chunk_count, inline_data = ?1, codec,"
                 " CASE WHEN inline_data = ?1 THEN NULL ELSE inline_data END, scope_id FROM blob"
-                " WHERE digest = ?2",
+                " WHERE digest = ?2" + dialect.key_share(self.conn),
                 (stored, blob.digest),
             )
             if row is None:
@@ -272,7 +296,7 @@ class BlobStore(BlobReads):
                 )
             if (
                 row[1] == 0
-                and row[2] != 1
+                and row[2] not in (1, True)
                 and (
                     row[5] != scope_id
                     or not (
@@ -321,12 +345,12 @@ class BlobStore(BlobReads):
     ) -> int:
         """Insert a new plaintext inline blob whose stored bytes the caller verified.
         Returns its id."""
-        self.conn.execute(
+        return self.conn.insert_returning(
             "INSERT INTO blob (digest, size, chunk_count, inline_data, created_at_ms, codec)"
             " VALUES (?, ?, 0, ?, ?, ?)",
             (digest, size, stored, now_ms, codec_id),
+            "blob_id",
         )
-        return self.conn.last_insert_rowid()
 
     def insert_chunked(
         self,
@@ -341,12 +365,12 @@ class BlobStore(BlobReads):
         """Insert a chunked blob over already written chunks (inside the commit
         transaction), its chunk list in bounded batches. ChunkMissingError (retryable, and
         the caller's transaction rolls back) when GC took a staged chunk meanwhile."""
-        self.conn.execute(
+        blob_id = self.conn.insert_returning(
             "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms,"
             " scope_id) VALUES (?, ?, ?, ?, ?, ?)",
             (digest, size, len(chunk_digests), list_digest, now_ms, scope_id),
+            "blob_id",
         )
-        blob_id = self.conn.last_insert_rowid()
         for start in range(0, len(chunk_digests), _ID_BATCH):
             part = list(chunk_digests[start : start + _ID_BATCH])
             chunk_ids = self.resolve_chunks(part)
@@ -368,7 +392,7 @@ class BlobStore(BlobReads):
         InvalidEntryError when one has another size."""
         rows = self.conn.execute(
             "SELECT digest, blob_id, size, scope_id FROM blob"
-            " WHERE digest IN (SELECT value FROM json_each(?))",
+            f" WHERE digest IN {dialect.text_list(self.conn)}" + dialect.key_share(self.conn),
             (json.dumps([r.digest for r in refs]),),
         )
         found = {row[0]: row for row in rows}
@@ -390,8 +414,11 @@ class BlobStore(BlobReads):
 
     def blob_id(self, digest: str, *, scope_id: int | None = None) -> int | None:
         """The id of the blob with this digest in key scope ``scope_id``, if stored."""
+        same = dialect.is_null_safe(self.conn)
         value = self.conn.scalar(
-            "SELECT blob_id FROM blob WHERE digest = ? AND scope_id IS ?", (digest, scope_id)
+            f"SELECT blob_id FROM blob WHERE digest = ? AND scope_id {same} ?"
+            + dialect.key_share(self.conn),
+            (digest, scope_id),
         )
         return None if value is None else int(value)
 
@@ -410,7 +437,9 @@ class BlobStore(BlobReads):
             found.update(
                 (str(d), int(c))
                 for d, c in self.conn.execute(
-                    f"SELECT digest, chunk_id FROM chunk WHERE digest IN ({marks})", part
+                    f"SELECT digest, chunk_id FROM chunk WHERE digest IN ({marks})"
+                    + dialect.key_share(self.conn),
+                    part,
                 )
             )
         return [found.get(d) for d in digests]

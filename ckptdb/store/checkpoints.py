@@ -149,9 +149,17 @@ _LISTED_ENTRIES = _entry_source(listed=True)
 EVERY_ENTRY = _entry_source(listed=False)
 
 
-def _entries_with_blobs(conn: Connection, seqs: list[int]) -> list[Any]:
+def _entries_with_blobs(conn: EngineConnection, seqs: list[int]) -> list[Any]:
     """(checkpoint_seq, name, blob_id, digest, size, media_type, schema_pin, chunk_count,
     scope_id) of every entry of ``seqs``, by seq then name, in one statement."""
+    if conn.dialect != "sqlite":
+        rows = conn.execute(
+            f"SELECT seq, entries FROM checkpoint WHERE seq IN {dialect.int_list(conn)}"
+            " ORDER BY seq",
+            (json.dumps(seqs),),
+        )
+        entries, _ = _unpacked(conn, [(r[0], r[1]) for r in rows], ())
+        return [e for seq_entries in entries.values() for e in seq_entries]
     return conn.execute(
         "SELECT e.checkpoint_seq, e.name, e.blob_id, b.digest, b.size, e.media_type,"
         f" e.schema_pin, b.chunk_count, b.scope_id FROM ({_LISTED_ENTRIES}) e"
@@ -170,7 +178,7 @@ def _entry_row(r: Any) -> EntryRow:
     return typed(EntryRow, r[1:], ENTRY_TYPES, "entry row")
 
 
-def entries_of(conn: Connection, checkpoint_seq: int) -> list[EntryRow]:
+def entries_of(conn: EngineConnection, checkpoint_seq: int) -> list[EntryRow]:
     """Entries of a checkpoint, sorted by name."""
     return [_entry_row(r) for r in _entries_with_blobs(conn, [checkpoint_seq])]
 
@@ -199,7 +207,7 @@ Manifest = tuple[CheckpointRow, list[EntryRow], dict[str, tuple[object, object, 
 
 
 def manifests_by_ids(
-    conn: Connection, checkpoint_ids: list[str], inline_of: tuple[str, ...] = ()
+    conn: EngineConnection, checkpoint_ids: list[str], inline_of: tuple[str, ...] = ()
 ) -> dict[str, Manifest]:
     """The stored checkpoints among ``checkpoint_ids`` with their entries (sorted by name),
     by id: one statement per 500 ids for rows and packed entries together (format 3), plus
@@ -208,6 +216,8 @@ def manifests_by_ids(
     inline (for rows not moved yet they do not: the caller reads them). A row the id
     index led to under another id (damage) is left out, as :func:`checkpoints_by_ids`
     does; a damaged entry raises CorruptionError, as :func:`entries_of` does."""
+    if conn.dialect != "sqlite":
+        return _pg_manifests(conn, checkpoint_ids, inline_of)
     found: dict[str, Manifest] = {}
     unmoved: dict[int, str] = {}
     width = len(CHECKPOINT_TYPES)
@@ -254,7 +264,91 @@ def manifests_by_ids(
     return found
 
 
-def entries_of_many(conn: Connection, checkpoint_seqs: list[int]) -> dict[int, list[EntryRow]]:
+def _pg_manifests(
+    conn: EngineConnection, checkpoint_ids: list[str], inline_of: tuple[str, ...]
+) -> dict[str, Manifest]:
+    """:func:`manifests_by_ids` on PostgreSQL: the rows and their packed entries in one
+    statement, the entries parsed here, their blob rows in a second (parsing JSON in the
+    server measured no faster and unsafe on damage: docs/postgresql.md)."""
+    found: dict[str, Manifest] = {}
+    width = len(CHECKPOINT_TYPES)
+    for start in range(0, len(checkpoint_ids), 500):
+        part = checkpoint_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        rows = [
+            (checkpoint_row(r[:width]), r[width])
+            for r in conn.execute(
+                f"SELECT {CHECKPOINT_COLUMNS}, c.entries FROM checkpoint c"
+                f" WHERE c.id IN ({marks}) ORDER BY c.seq",
+                part,
+            )
+        ]
+        entries, held = _unpacked(conn, [(row.seq, packed) for row, packed in rows], inline_of)
+        for row, _ in rows:
+            if row.id in found:
+                continue
+            found[row.id] = (
+                row,
+                [_entry_row(e) for e in entries[row.seq]],
+                held.get(row.seq, {}),
+            )
+    return found
+
+
+def _unpacked(
+    conn: EngineConnection, packed: list[tuple[int, object]], inline_of: tuple[str, ...]
+) -> tuple[dict[int, list[tuple[Any, ...]]], dict[int, dict[str, tuple[object, object, object]]]]:
+    """The entries of packed ``checkpoint.entries`` texts by seq, each as (checkpoint_seq,
+    name, blob_id, digest, size, media_type, schema_pin, chunk_count, scope_id) -- its blob
+    row's columns read in one statement, None where it has none -- and the stored (bytes,
+    codec, scope) of the entries named in ``inline_of`` whose blob is inline. A text that
+    is not a JSON array of arrays yields one entry of nulls, which the type check reports
+    as damage (as the SQLite statement does)."""
+    parsed: dict[int, list[list[Any]]] = {}
+    blob_ids: set[int] = set()
+    held_ids: set[int] = set()  # the blobs whose stored bytes come along
+    for seq, text in packed:
+        items: list[list[Any]] = [[None]]
+        if isinstance(text, str):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if isinstance(value, list):
+                items = [v if isinstance(v, list) and v else [None] for v in value]
+        parsed[seq] = items
+        for v in items:
+            if len(v) > 1 and type(v[1]) is int:
+                blob_ids.add(v[1])
+                if v[0] in inline_of:
+                    held_ids.add(v[1])
+    blobs: dict[int, tuple[Any, ...]] = {}
+    for r in conn.execute(
+        "SELECT blob_id, digest, size, chunk_count, scope_id, CASE WHEN chunk_count = 0 AND"
+        f" blob_id IN {dialect.int_list(conn, '?2')} THEN inline_data END, codec FROM blob"
+        f" WHERE blob_id IN {dialect.int_list(conn, '?1')}",
+        (json.dumps(sorted(blob_ids)), json.dumps(sorted(held_ids))),
+    ):
+        blobs[r[0]] = r
+    entries: dict[int, list[tuple[Any, ...]]] = {}
+    held: dict[int, dict[str, tuple[object, object, object]]] = {}
+    for seq, items in parsed.items():
+        rows = entries[seq] = []
+        for item in items:
+            name, blob_id, media, pin = (*item, None, None, None, None)[:4]
+            b = blobs.get(blob_id) if type(blob_id) is int else None
+            if b is None:
+                rows.append((seq, name, blob_id, None, None, media, pin, None, None))
+                continue
+            rows.append((seq, name, blob_id, b[1], b[2], media, pin, b[3], b[4]))
+            if b[5] is not None and name in inline_of:
+                held.setdefault(seq, {})[name] = (b[5], b[6], b[4])
+    return entries, held
+
+
+def entries_of_many(
+    conn: EngineConnection, checkpoint_seqs: list[int]
+) -> dict[int, list[EntryRow]]:
     """Entries of many checkpoints (seq -> entries sorted by name) in one statement per 500
     checkpoints; a checkpoint without entries maps to an empty list."""
     out: dict[int, list[EntryRow]] = {seq: [] for seq in checkpoint_seqs}
@@ -391,20 +485,22 @@ def require_checkpoint(conn: EngineConnection, checkpoint_id: str) -> Checkpoint
 # -- writing (publish and import) ------------------------------------------------------
 
 
-def ensure_namespace(conn: Connection, namespace: str, now_ms: int) -> tuple[int, int | None]:
+def ensure_namespace(conn: EngineConnection, namespace: str, now_ms: int) -> tuple[int, int | None]:
     """(id, key scope id) of the namespace row, creating it if needed (inside a write
-    transaction): a new namespace joins the key scope whose prefix covers its name, and a
-    shredded scope's prefix takes no new namespace (KeyShreddedError)."""
+    transaction that holds the namespace's lock, see :func:`.pointers.lock_namespace`): a
+    new namespace joins the key scope whose prefix covers its name, and a shredded scope's
+    prefix takes no new namespace (KeyShreddedError)."""
     row = conn.one("SELECT namespace_id, scope_id FROM namespace WHERE name = ?", (namespace,))
     if row is not None:
         check_types(row, (int, (int, _N)), "namespace row")
         return int(row[0]), row[1]
     scope_id = scopes.covering_scope_id(conn, namespace)
-    conn.execute(
+    new_id = conn.insert_returning(
         "INSERT INTO namespace (name, created_at_ms, scope_id) VALUES (?, ?, ?)",
         (namespace, now_ms, scope_id),
+        "namespace_id",
     )
-    return conn.last_insert_rowid(), scope_id
+    return new_id, scope_id
 
 
 def count_under_prefix(conn: EngineConnection, prefix: str) -> int:
@@ -440,7 +536,7 @@ def namespaces_of_scope(conn: EngineConnection, scope_id: int) -> list[str]:
 
 
 def insert(
-    conn: Connection,
+    conn: EngineConnection,
     *,
     checkpoint_id: str,
     namespace_id: int,
@@ -464,8 +560,7 @@ def insert(
         _check_labels_free(conn, namespace_id, {label: checkpoint_id})
     try:
         new = conn.execute(
-            f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
-            " ON CONFLICT (id) DO NOTHING RETURNING seq",
+            _insert_statement(conn) + " ON CONFLICT (id) DO NOTHING RETURNING seq",
             (
                 checkpoint_id,
                 namespace_id,
@@ -482,7 +577,8 @@ def insert(
             ),
         )
     except errors.SqlError:
-        _refuse_exhausted_seqs(conn)  # the one cause a caller can act on, said so
+        if isinstance(conn, Connection):
+            _refuse_exhausted_seqs(conn)  # the one cause a caller can act on, said so
         raise
     if not new:
         # The same manifest was published before (then CURRENT moved away and back).
@@ -519,6 +615,19 @@ _INSERT_VALUES = (
     " coalesce((SELECT seq FROM seq_high_water WHERE name = 'checkpoint'), 0)) + 1,"
     " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
 )
+#: On PostgreSQL ``seq`` is an identity column: a sequence never gives a value twice, even
+#: one a rolled-back or deleted row had, which is what ``seq_high_water`` does on SQLite.
+_PG_INSERT = (
+    "INSERT INTO checkpoint (id, namespace_id, parent_id, generation, created_at_ms,"
+    " metadata, entry_count, total_size, format, code_revision, entries, label)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _insert_statement(conn: EngineConnection) -> str:
+    if conn.dialect == "sqlite":
+        return f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
+    return _PG_INSERT
 
 
 def _refuse_exhausted_seqs(conn: Connection) -> None:
@@ -544,7 +653,7 @@ def _refuse_exhausted_seqs(conn: Connection) -> None:
 _MAX_SEQ = (1 << 63) - 1
 
 
-def _check_labels_free(conn: Connection, namespace_id: int, wanted: dict[str, str]) -> None:
+def _check_labels_free(conn: EngineConnection, namespace_id: int, wanted: dict[str, str]) -> None:
     """Raise LabelTakenError when a label of ``wanted`` (label -> the id about to take it)
     already names another checkpoint of the namespace."""
     labels = list(wanted)
@@ -585,10 +694,17 @@ def pack(entries: list[tuple[str, int, str | None, str | None]]) -> str:
     )
 
 
-def _reference_blobs(conn: Connection, refs: list[tuple[int, int]]) -> None:
+def _reference_blobs(conn: EngineConnection, refs: list[tuple[int, int]]) -> None:
     """Record that these (blob_id, checkpoint_seq) pairs are in use (an entry of a new
     checkpoint; two entries with the same blob share one row)."""
-    conn.executemany("INSERT OR IGNORE INTO blob_ref (blob_id, checkpoint_seq) VALUES (?, ?)", refs)
+    conn.executemany(
+        dialect.insert_or_ignore(
+            conn,
+            " INTO blob_ref (blob_id, checkpoint_seq) VALUES (?, ?)",
+            "blob_id, checkpoint_seq",
+        ),
+        refs,
+    )
 
 
 class NewCheckpoint(NamedTuple):
@@ -604,7 +720,7 @@ class NewCheckpoint(NamedTuple):
 
 
 def insert_many(
-    conn: Connection,
+    conn: EngineConnection,
     namespace_id: int,
     manifests: list[NewCheckpoint],
     *,
@@ -619,8 +735,7 @@ def insert_many(
     new = [m for m in unique if m.checkpoint_id not in before]
     _check_labels_free(conn, namespace_id, {m.label: m.checkpoint_id for m in new if m.label})
     conn.executemany(
-        f"INSERT INTO checkpoint ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})"
-        " ON CONFLICT (id) DO NOTHING",
+        _insert_statement(conn) + " ON CONFLICT (id) DO NOTHING",
         [
             (
                 m.checkpoint_id,
@@ -675,7 +790,7 @@ def seqs_of_namespace(conn: EngineConnection, namespace_id: int) -> list[tuple[i
     ]
 
 
-def delete_namespace_if_empty(conn: Connection, namespace_id: int) -> None:
+def delete_namespace_if_empty(conn: EngineConnection, namespace_id: int) -> None:
     """Remove a namespace row once no checkpoint belongs to it (its pointer history goes
     with it)."""
     conn.execute(

@@ -44,3 +44,35 @@ def explicit_key(conn: EngineConnection) -> str:
     list: PostgreSQL's identity columns (``GENERATED ALWAYS``) take a value only when told
     to; SQLite's rowid keys take one as given."""
     return "" if conn.dialect == "sqlite" else " OVERRIDING SYSTEM VALUE"
+
+
+def insert_or_ignore(conn: EngineConnection, into: str, key: str, returning: str = "") -> str:
+    """An ``INSERT`` of ``into`` (``" INTO table (...) VALUES (...)"``) that does nothing when
+    a row with the same unique ``key`` exists (``returning``: a ``RETURNING`` clause)."""
+    if conn.dialect == "sqlite":
+        return f"INSERT OR IGNORE{into}{returning}"
+    return f"INSERT{into} ON CONFLICT ({key}) DO NOTHING{returning}"
+
+
+def key_share(conn: EngineConnection, of: str = "") -> str:
+    """What a ``SELECT`` of rows a write transaction is about to reference appends, so
+    that no other transaction deletes them before it commits (``of``: the table alias).
+    SQLite's write lock already keeps every other writer out; PostgreSQL's writers run
+    at once, so the rows are locked (``FOR KEY SHARE``: a delete waits for this
+    transaction, which then references them; the foreign keys make the deleter fail)."""
+    if conn.dialect == "sqlite":
+        return ""
+    return f" FOR KEY SHARE OF {of}" if of else " FOR KEY SHARE"
+
+
+def is_null_safe(conn: EngineConnection) -> str:
+    """The operator that compares two values with NULL equal to NULL."""
+    return "IS" if conn.dialect == "sqlite" else "IS NOT DISTINCT FROM"
+
+
+def text_list(conn: EngineConnection, mark: str = "?") -> str:
+    """A subquery of the strings of a JSON array bound at ``mark`` (``json.dumps`` of a
+    list of strings)."""
+    if conn.dialect == "sqlite":
+        return f"(SELECT value FROM json_each({mark}))"
+    return f"(SELECT jsonb_array_elements_text({mark}::jsonb))"

@@ -89,6 +89,15 @@ def _pointer(row: tuple[Any, ...]) -> PointerRow:
     )  # fmt: skip
 
 
+def lock_namespace(conn: EngineConnection, namespace: str) -> None:
+    """Serialize with every other transaction that moves this namespace's pointer, until
+    this one ends: what it then reads of the pointer stays true until it commits. A no-op
+    on SQLite, whose write transaction already excludes every other writer; on PostgreSQL
+    an advisory lock (the compare-and-swap ``UPDATE`` of :func:`move` stays the guard of
+    any writer that did not take it)."""
+    conn.lock(f"namespace:{namespace}")
+
+
 def pointer(conn: EngineConnection, namespace: str) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
     checkpoint that is not stored is returned, with ``current_stored`` False)."""

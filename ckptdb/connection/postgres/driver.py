@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -78,6 +78,9 @@ class PgConnection:
         self._in_transaction = False
         self._rowcount = -1
         self._cursor_names = itertools.count()
+        #: called right after each write transaction began (the handle drops its caches
+        #: of rows other writers may change there: this engine has no data version)
+        self.on_write_begin: Callable[[], None] | None = None
 
     @classmethod
     def open(
@@ -85,14 +88,17 @@ class PgConnection:
         url: str,
         *,
         readonly: bool = False,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT_S,
         connect_timeout: float = 10.0,
     ) -> PgConnection:
         """Connect to the database at ``url`` (a libpq URL or key=value string).
-        ``readonly``: every transaction is read-only (a write is ``ReadOnlyError``)."""
-        if lock_timeout <= 0 or connect_timeout <= 0:
+        ``readonly``: every transaction is read-only (a write is ``ReadOnlyError``).
+        ``lock_timeout``: seconds a statement waits for a lock (None: as long as it takes)."""
+        if (lock_timeout is not None and lock_timeout <= 0) or connect_timeout <= 0:
             raise errors.InvalidInputError("lock_timeout and connect_timeout must be > 0 s")
-        options = f"-c lock_timeout={int(lock_timeout * 1000)}"
+        # (0 is PostgreSQL's "no limit"; a timeout below a millisecond rounds up to one.)
+        wait_ms = 0 if lock_timeout is None else max(1, round(lock_timeout * 1000))
+        options = f"-c lock_timeout={wait_ms}"
         if readonly:
             options += " -c default_transaction_read_only=on"
         try:
@@ -113,6 +119,13 @@ class PgConnection:
         """Close the connection (idempotent); an open transaction is rolled back by the
         server."""
         self._raw.close()
+
+    def abandon(self) -> None:
+        """Close on an error path without raising (another exception is propagating)."""
+        try:
+            self._raw.close()
+        except DRIVER_ERRORS:
+            return
 
     @property
     def closed(self) -> bool:
@@ -192,6 +205,10 @@ class PgConnection:
             if not self.closed:
                 cursor.close()
 
+    def insert_returning(self, sql: str, params: Params, key: str) -> int:
+        """Run one ``INSERT`` of a single row and return the identity ``key`` it was given."""
+        return int(self.execute(f"{sql} RETURNING {key}", params)[0][0])
+
     def changes(self) -> int:
         """Rows changed by the most recent INSERT, UPDATE or DELETE."""
         return max(self._rowcount, 0)
@@ -210,6 +227,8 @@ class PgConnection:
                 )
             self._begin("BEGIN ISOLATION LEVEL READ COMMITTED")
             try:
+                if self.on_write_begin is not None:
+                    self.on_write_begin()
                 yield
             except BaseException:
                 self._rollback_quietly()
@@ -247,6 +266,28 @@ class PgConnection:
                 raise translate(exc, "end of read transaction") from exc
             finally:
                 self._in_transaction = False
+
+    @contextmanager
+    def savepoint(self, name: str = "ckptdb_member") -> Iterator[None]:
+        """``SAVEPOINT name`` ... ``RELEASE`` inside the open transaction. An error in the
+        block rolls back to the savepoint -- undoing only the block's writes, and leaving
+        the transaction usable (a failed statement would otherwise abort all of it) -- and
+        propagates."""
+        with self._lock:
+            if not self._in_transaction:
+                raise errors.CkptdbError("internal: savepoint outside a transaction")
+            self.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                if not self.closed:
+                    try:
+                        self._raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                        self._raw.execute(f"RELEASE SAVEPOINT {name}")
+                    except DRIVER_ERRORS:
+                        self._rollback_quietly()
+                raise
+            self.execute(f"RELEASE SAVEPOINT {name}")
 
     def lock(self, name: str) -> None:
         """Take the transaction-scoped advisory lock of ``name``: another transaction that
