@@ -12,7 +12,7 @@
 - database written by a newer ckptdb                             -> schema_too_new
 - applied migration edited since                                 -> migration_checksum_mismatch
 - directory or missing path                                      -> bad_database_file
-- a URL (postgresql://, s3://) where a file path belongs          -> invalid_input
+- a URL (s3://) where a file path belongs; an unreachable postgresql:// -> invalid_input; io_error
 """
 
 from __future__ import annotations
@@ -318,30 +318,31 @@ def test_directory_and_missing_paths(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "code", "status"),
     [
-        "postgresql://app@db.internal/ckpt",
-        "postgres://app:secret@localhost:5432/ckpt",
-        "s3://bucket/agents.ckpt",
+        # A PostgreSQL URL is a database to connect to (none listens here): refused as
+        # storage that cannot be reached, never as a relative path, the password unsaid.
+        ("postgresql://app@db.invalid/ckpt", "io_error", 8),
+        ("postgres://app:secret@localhost:1/ckpt", "io_error", 8),
+        ("s3://bucket/agents.ckpt", "invalid_input", 7),
     ],
 )
 def test_a_url_is_not_taken_for_a_file_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, code: str, status: int
 ) -> None:
     # Before, a URL was a relative path: "cannot create .../postgresql:/app@db.internal/ckpt:
     # its directory does not exist", which sends a user looking for a directory.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "postgresql:").mkdir()  # even where the URL would name a creatable path
-    with pytest.raises(errors.InvalidInputError) as exc:
+    with pytest.raises(errors.CkptdbError) as exc:
         ckptdb.open(url)
-    assert exc.value.code == "invalid_input"
-    assert "URL" in str(exc.value) and "secret" not in str(exc.value)
-    if url.startswith("postgres"):
-        assert "PostgreSQL" in str(exc.value)
+    assert exc.value.code == code
+    assert "secret" not in str(exc.value)
+    assert ("PostgreSQL" if url.startswith("postgres") else "URL") in str(exc.value)
     assert [p.name for p in tmp_path.rglob("*")] == ["postgresql:"]  # nothing created
     result = CliRunner().invoke(cli.main, ["log", url, "ns"])
-    assert result.exit_code == 7, result.output
-    assert "URL" in result.output
+    assert result.exit_code == status, result.output
+    assert "secret" not in result.output
 
 
 def test_empty_file_left_by_a_crash_is_initialized(tmp_path: Path) -> None:

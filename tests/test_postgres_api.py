@@ -1,0 +1,352 @@
+"""The public API on PostgreSQL: ``ckptdb.open("postgresql://...")`` against a real server.
+
+The checkpoint id hashes content and lineage only, never the engine: the same acts on an
+SQLite file and on a PostgreSQL database must give the same ids, the same lineage and the
+same bytes. So most tests here run one script on both engines and compare what each says.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, child_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ckptdb
+from ckptdb import errors
+from ckptdb.testing.postgres import PostgresServer
+
+
+def _clock() -> Any:
+    """A clock that ticks one millisecond per read (the same on both engines)."""
+    now = [1_700_000_000_000]
+
+    def read() -> int:
+        now[0] += 1
+        return now[0]
+
+    return read
+
+
+def _script(db: ckptdb.Database) -> dict[str, Any]:
+    """Acts every engine must answer alike: commits (metadata, media types, a label, a
+    chunked value, a reference to a stored blob), a refused compare-and-swap, a retry that
+    converges, a branch, a rollback, pins, a refusing quota. Returns what was observed."""
+    seen: dict[str, Any] = {}
+    big = random.Random(7).randbytes(64) * 40_000  # 2.5 MB: chunked, mostly deduplicated
+    a = db.commit(
+        "agent/1",
+        {"state.json": ckptdb.Entry(b'{"n": 1}', media_type="application/json"), "big": big},
+        metadata={"step": 1, "run": "r1"},
+        label="first",
+    )
+    b = db.commit(
+        "agent/1",
+        {"state.json": b'{"n": 2}', "big": db.get(a.checkpoint_id).ref("big")},
+        metadata={"step": 2},
+        expect_current=a.checkpoint_id,
+    )
+    with pytest.raises(errors.ConflictError) as conflict:
+        db.commit("agent/1", {"state.json": b"lost"}, expect_current=a.checkpoint_id)
+    seen["conflict"] = (conflict.value.code, conflict.value.details.get("actual"))
+    retry = db.commit(
+        "agent/1",
+        {"state.json": b'{"n": 2}', "big": big},
+        metadata={"step": 2},
+        expect_current=a.checkpoint_id,
+    )
+    seen["retry"] = (retry.checkpoint_id, retry.created)
+    branch = db.commit("agent/1", {"state.json": b"branch"}, base=a.checkpoint_id)
+    db.set_current("agent/1", b.checkpoint_id, reason="rollback")
+    db.commit("agent/2", {"x": b"other namespace"})
+    db.pin(a.checkpoint_id, "keep-first", note="release")
+    db.set_quota("agent/", max_checkpoints=4, applies_to="each")
+    with pytest.raises(errors.QuotaExceededError):
+        for n in range(5):
+            db.commit("agent/2", {"x": f"{n}".encode()})
+    seen["ids"] = [a.checkpoint_id, b.checkpoint_id, branch.checkpoint_id]
+    seen["acks"] = [(x.generation, x.parent_id, x.entry_count, x.logical_bytes) for x in (a, b)]
+    current = db.current("agent/1")
+    assert current is not None
+    seen["current"] = (current.id, current.read("state.json"))
+    seen["big"] = db.get(a.checkpoint_id).read("big") == big
+    labelled = db.get_labelled("agent/1", "first")
+    seen["label"] = labelled.id if labelled else None
+    seen["lineage"] = [(c.id, c.generation, c.metadata) for c in db.lineage("agent/1")]
+    seen["history"] = [(m.revision, m.current_id, m.reason) for m in db.history("agent/1")]
+    seen["namespaces"] = [(n.name, n.current_id) for n in db.namespaces()]
+    seen["pins"] = [(p.name, p.checkpoint_id) for p in db.pins()]
+    seen["resolve"] = db.resolve(a.checkpoint_id[:12])
+    seen["existing"] = sorted(db.existing([a.checkpoint_id, "0" * 64]))
+    seen["diff"] = json.loads(db.diff(a.checkpoint_id, b.checkpoint_id).model_dump_json())
+    seen["entries"] = [
+        (e.name, e.digest, e.size, e.media_type) for e in db.get(a.checkpoint_id).entries.values()
+    ]
+    loaded = db.load("agent/1")
+    seen["load"] = loaded.checkpoint.id
+    seen["agent2"] = [c.generation for c in db.lineage("agent/2")]
+    return seen
+
+
+def _run_script(target: str) -> dict[str, Any]:
+    with ckptdb.open(target, clock=_clock()) as db:
+        return _script(db)
+
+
+def test_the_same_acts_give_the_same_checkpoints_on_both_engines(
+    tmp_path: Path, pg_url: str
+) -> None:
+    on_sqlite = _run_script(str(tmp_path / "same.ckpt"))
+    on_postgresql = _run_script(pg_url)
+    assert on_postgresql == on_sqlite
+    # and what the script observed is what it should be, not merely equal
+    assert on_sqlite["retry"] == (on_sqlite["ids"][1], False)
+    assert on_sqlite["conflict"] == ("conflict", on_sqlite["ids"][1])
+    assert on_sqlite["current"] == (on_sqlite["ids"][1], b'{"n": 2}')
+    assert on_sqlite["big"] is True
+    assert on_sqlite["agent2"] == [4, 3, 2, 1]
+    assert on_sqlite["label"] == on_sqlite["ids"][0]
+
+
+def test_a_second_handle_sees_what_the_first_committed(pg_url: str) -> None:
+    with ckptdb.open(pg_url) as first, ckptdb.open(pg_url) as second:
+        ack = first.commit("t", {"a": b"1"})
+        seen = second.current("t")
+        assert seen is not None and seen.id == ack.checkpoint_id
+        # the second handle's commit builds on the first's, not on a cached pointer
+        on_top = second.commit("t", {"a": b"2"})
+        assert on_top.parent_id == ack.checkpoint_id
+        again = first.commit("t", {"a": b"3"})
+        assert again.parent_id == on_top.checkpoint_id and again.generation == 3
+
+
+def test_reopening_finds_the_schema_and_settings(pg_url: str) -> None:
+    with ckptdb.open(pg_url, chunk_size=64 * 1024) as db:
+        db.commit("t", {"a": b"x"})
+        assert db.chunk_size == 64 * 1024
+        assert "[" not in db.path or "socket" in db.path
+    with ckptdb.open(pg_url, migrate="never") as db:  # nothing pending: opens
+        assert db.chunk_size == 64 * 1024
+        assert db.current("t") is not None
+
+
+def test_a_read_only_handle_reads_and_refuses_writes(pg_url: str) -> None:
+    with ckptdb.open(pg_url) as db:
+        ack = db.commit("t", {"a": b"x"})
+    with ckptdb.open(pg_url, readonly=True) as db:
+        cp = db.current("t")
+        assert cp is not None and cp.read("a") == b"x"
+        with pytest.raises(errors.ReadOnlyError):
+            db.commit("t", {"a": b"y"})
+    with ckptdb.open(pg_url) as db:
+        current = db.current("t")
+        assert current is not None and current.id == ack.checkpoint_id
+
+
+def test_an_empty_database_is_not_created_when_create_is_false(pg_url: str) -> None:
+    for options in ({"create": False}, {"readonly": True}):
+        with pytest.raises(errors.DatabaseFileError) as exc:
+            ckptdb.open(pg_url, **options)
+        assert exc.value.code == "bad_database_file"
+    with ckptdb.open(pg_url) as db:  # nothing was created meanwhile: this creates it
+        assert db.namespaces() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "word"),
+    [
+        ({"page_size": 8192}, "page_size"),
+        ({"vfs": "unix"}, "vfs"),
+        ({"synchronous": "normal"}, "synchronous"),
+        ({"chunk_size": 3}, "chunk_size"),
+        ({"migrate": "sometimes"}, "migrate"),
+    ],
+)
+def test_sqlite_only_options_are_refused_for_a_url(
+    pg_url: str, options: dict[str, Any], word: str
+) -> None:
+    with pytest.raises(errors.InvalidInputError) as exc:
+        ckptdb.open(pg_url, **options)
+    assert word in str(exc.value)
+
+
+def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path: Path) -> None:
+    url = f"postgresql://app:s3cret@/ckpt?host={tmp_path}&port=1"  # no server on that socket
+    with pytest.raises(errors.StorageError) as exc:
+        ckptdb.open(url)
+    assert exc.value.code == "io_error"
+    assert "s3cret" not in str(exc.value) and "PostgreSQL" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda db: db.gc(),
+        lambda db: db.verify(),
+        lambda db: db.stats(),
+        lambda db: db.query("SELECT 1"),
+        lambda db: db.drop_namespace("t"),
+        lambda db: db.migration_status(),
+        lambda db: db.export("/nonexistent/x.ckpt"),
+    ],
+    ids=["gc", "verify", "stats", "query", "drop_namespace", "migration_status", "export"],
+)
+def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
+    with ckptdb.open(pg_url) as db:
+        ack = db.commit("t", {"a": b"x"})
+        before = [(m.revision, m.current_id) for m in db.history("t")]
+        with pytest.raises(errors.EngineUnsupportedError) as exc:
+            call(db)
+        assert exc.value.code == "engine_unsupported" and "docs/postgresql.md" in str(exc.value)
+        assert [(m.revision, m.current_id) for m in db.history("t")] == before
+        current = db.current("t")
+        assert current is not None and current.id == ack.checkpoint_id
+
+
+_RACER = textwrap.dedent(
+    """
+    import json, sys
+    import ckptdb
+    from ckptdb import errors
+    url, name, rounds, cas = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "cas"
+    acked, conflicts = [], 0
+    with ckptdb.open(url) as db:
+        for n in range(rounds):
+            options = {}
+            if cas:
+                cp = db.current("shared")
+                options["expect_current"] = None if cp is None else cp.id
+            try:
+                ack = db.commit("shared", {"by": f"{name}-{n}".encode()}, **options)
+                acked.append(ack.checkpoint_id)
+            except errors.ConflictError:
+                conflicts += 1
+    print(json.dumps({"acked": acked, "conflicts": conflicts}))
+    """
+)
+
+
+def _race(url: str, tmp_path: Path, *, cas: bool, machines: int = 4, rounds: int = 25) -> Any:
+    """``machines`` processes commit ``rounds`` times each to one namespace (``cas``: each
+    expecting the CURRENT it read); returns (acknowledged ids, conflicts)."""
+    with ckptdb.open(url):
+        pass  # the schema, created once before the racers start
+    script = tmp_path / "racer.py"
+    script.write_text(_RACER)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, f"m{i}", str(rounds), "cas" if cas else "-"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=REPO,
+        )
+        for i in range(machines)
+    ]
+    results = []
+    for proc in racers:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out))
+    return [cid for r in results for cid in r["acked"]], sum(r["conflicts"] for r in results)
+
+
+def test_commits_without_an_expectation_from_many_machines_all_land_in_one_line(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """As on SQLite, writers of one namespace serialize: each commit builds on the one
+    before, none is refused, none forks."""
+    acked, conflicts = _race(pg_url, tmp_path, cas=False)
+    assert conflicts == 0 and len(acked) == 100
+    with ckptdb.open(pg_url) as db:
+        chain = db.lineage("shared")
+        assert sorted(c.id for c in chain) == sorted(acked)
+        assert [c.generation for c in chain] == list(range(100, 0, -1))
+
+
+def test_machines_racing_on_one_namespace_get_one_winner_per_move_never_a_fork(
+    pg_url: str, tmp_path: Path
+) -> None:
+    acked, conflicts = _race(pg_url, tmp_path, cas=True)
+    assert len(acked) + conflicts == 100 and conflicts > 0
+    with ckptdb.open(pg_url) as db:
+        chain = db.lineage("shared")
+        # every acknowledged commit is on the one lineage, each exactly once: no fork
+        assert sorted(c.id for c in chain) == sorted(acked)
+        assert [c.generation for c in chain] == list(range(len(chain), 0, -1))
+        assert [m.revision for m in db.history("shared")] == list(range(len(acked), 0, -1))
+
+
+def _commit_same(url: str, queue: Any) -> None:
+    with ckptdb.open(url) as db:
+        queue.put(db.commit("same", {"a": b"identical"}, expect_current=None).checkpoint_id)
+
+
+def test_two_first_commits_of_one_content_converge(pg_url: str) -> None:
+    """Two processes make the same first commit at once: both acknowledge the one id (the
+    second is idempotent, or a conflict it would be wrong to report as a second winner)."""
+    with ckptdb.open(pg_url):
+        pass
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_commit_same, args=(pg_url, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    ids = [queue.get(timeout=5) for _ in range(sum(p.exitcode == 0 for p in procs))]
+    with ckptdb.open(pg_url) as db:
+        current = db.current("same")
+        assert current is not None
+        assert set(ids) <= {current.id} and ids
+        assert len(db.lineage("same")) == 1
+
+
+_ENTRY = st.binary(min_size=0, max_size=3000)
+_NAMES = st.sampled_from(["a", "b", "dir/c", "state.json"])
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    commits=st.lists(
+        st.tuples(st.sampled_from(["t1", "t2"]), st.dictionaries(_NAMES, _ENTRY, max_size=3)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_commit_sequence_gives_the_same_ids_and_bytes_on_both_engines(
+    pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory, commits: Any
+) -> None:
+    import uuid
+
+    url = pg_server.create_database("h_" + uuid.uuid4().hex[:16])
+    path = tmp_path_factory.mktemp("same") / "h.ckpt"
+    observed = []
+    for target in (str(path), url):
+        with ckptdb.open(target, clock=_clock()) as db:
+            acks = [db.commit(ns, entries) for ns, entries in commits]
+            reads = {
+                ack.checkpoint_id: {
+                    name: db.get(ack.checkpoint_id).read(name)
+                    for name in db.get(ack.checkpoint_id).entries
+                }
+                for ack in acks
+            }
+            observed.append(([(a.checkpoint_id, a.created, a.generation) for a in acks], reads))
+    assert observed[0] == observed[1]
+    for (_, entries), ack in zip(commits, observed[0][0], strict=True):
+        assert observed[0][1][ack[0]] == entries
