@@ -350,3 +350,119 @@ def test_any_commit_sequence_gives_the_same_ids_and_bytes_on_both_engines(
     assert observed[0] == observed[1]
     for (_, entries), ack in zip(commits, observed[0][0], strict=True):
         assert observed[0][1][ack[0]] == entries
+
+
+def test_every_method_docs_list_as_running_runs_alike_on_both_engines(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The "runs" column of docs/postgresql.md, call by call, compared with SQLite."""
+    key = bytes(range(32))
+
+    def calls(db: ckptdb.Database, out: Path) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        scope = db.set_encryption("secret/", key_id="k1")
+        seen["scope"] = (scope.prefix, scope.key_id)
+        a = db.commit("t", {"a": b"one", "dir/b": b"two" * 1000})
+        sealed = db.commit("secret/1", {"s": b"sealed state"})
+        cp = db.get(a.checkpoint_id)
+        seen["read_many"] = db.read_many([(cp, "a"), (cp, "dir/b")])
+        seen["load_checkpoint"] = db.load_checkpoint(a.checkpoint_id).checkpoint.id
+        seen["sealed"] = db.get(sealed.checkpoint_id).read("s")
+        seen["address"] = db.content_address("secret/1", b"sealed state") != db.content_address(
+            "t", b"sealed state"
+        )
+        seen["key_scopes"] = [(k.prefix, k.key_id) for k in db.key_scopes()]
+        db.pin(a.checkpoint_id, "p")
+        seen["unpin"] = db.unpin("p").name
+        db.set_retention(ckptdb.RetentionPolicy(keep_last=3), namespace="t")
+        seen["retention"] = sorted(db.retention())
+        seen["clear_retention"] = db.clear_retention(namespace="t")
+        db.set_quota("t", max_bytes=10**6)
+        seen["quotas"] = [(q.prefix, q.max_bytes) for q in db.quotas()]
+        seen["clear_quota"] = db.clear_quota("t")
+        seen["pointer"] = db.pointer("t").revision  # type: ignore[union-attr]
+        seen["log"] = db.log("t").model_dump_json()
+        db.checkout(a.checkpoint_id, out)
+        seen["checkout"] = sorted(
+            (str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file()
+        )
+        return seen
+
+    results = []
+    for target, out in ((str(tmp_path / "m.ckpt"), tmp_path / "o1"), (pg_url, tmp_path / "o2")):
+        with ckptdb.open(target, clock=_clock(), keys={"k1": key}) as db:
+            results.append(calls(db, out))
+    assert results[0] == results[1]
+    assert results[0]["sealed"] == b"sealed state" and results[0]["address"] is True
+    assert results[0]["checkout"] == [("a", b"one"), ("dir/b", b"two" * 1000)]
+
+
+def test_copy_checkpoints_gives_the_same_copies_on_both_engines(
+    tmp_path: Path, pg_url: str
+) -> None:
+    results = []
+    for target in (str(tmp_path / "c.ckpt"), pg_url):
+        with ckptdb.open(target, clock=_clock()) as db:
+            a = db.commit("src", {"a": b"1"})
+            b = db.commit("src", {"a": b"2"})
+            report = db.copy_checkpoints([a.checkpoint_id, b.checkpoint_id], "dst")
+            results.append(
+                (
+                    report.model_dump_json(),
+                    [(c.id, c.parent_id) for c in db.lineage("dst")],
+                    db.current("dst").read("a"),  # type: ignore[union-attr]
+                )
+            )
+    assert results[0] == results[1]
+    assert results[0][2] == b"2" and len(results[0][1]) == 2
+
+
+def _scope_and_first_commit(url: str, keys: dict[str, bytes], prefix: str) -> dict[str, Any]:
+    """On two handles (two connections) at once: create the scope of ``prefix``, and make
+    the first commit of a namespace under it. Returns what each got (a result or error)."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+    start = threading.Barrier(2)
+    with ckptdb.open(url, keys=keys) as one, ckptdb.open(url, keys=keys) as two:
+
+        def create_scope() -> None:
+            start.wait()
+            try:
+                outcome["scope"] = one.set_encryption(prefix, key_id=f"k{prefix}")
+            except errors.ScopeConflictError as exc:
+                outcome["scope"] = exc
+
+        def first_commit() -> None:
+            start.wait()
+            try:
+                outcome["commit"] = two.commit(f"{prefix}x", {"a": b"secret"})
+            except errors.ScopeChangedError as exc:
+                outcome["commit"] = exc
+
+        threads = [threading.Thread(target=f) for f in (create_scope, first_commit)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    return outcome
+
+
+def test_a_key_scope_and_a_first_commit_under_its_prefix_never_interleave(pg_url: str) -> None:
+    """Two machines: one creates the scope of ``s/`` while the other makes the first commit
+    of ``s/x``. Either the scope came first and the namespace is sealed in it, or the
+    namespace came first and the scope is refused -- never a plaintext namespace under a
+    scope's prefix."""
+    keys = {f"ks{n}/": bytes(32) for n in range(12)}
+    for attempt in range(12):
+        prefix = f"s{attempt}/"
+        outcome = _scope_and_first_commit(pg_url, keys, prefix)
+        with ckptdb.open(pg_url, keys=keys) as db:
+            scopes = {s.prefix: s for s in db.key_scopes()}
+            names = {n.name for n in db.namespaces()}
+        if prefix in scopes:  # the scope won: a namespace under it is sealed in it
+            assert not isinstance(outcome["scope"], Exception)
+            assert (f"{prefix}x" in names) == (scopes[prefix].namespaces == 1)
+        else:  # the namespace won, in plaintext: the scope was refused
+            assert isinstance(outcome["scope"], errors.ScopeConflictError)
+            assert f"{prefix}x" in names

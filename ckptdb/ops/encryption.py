@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from .. import errors, keyids, models, validation
+from ..connection import Connection
 from ..connection.engine import sqlite_only
 from ..store import blob_scans, checkpoints, crypto, receipts, scopes
 from ..store.scopes import ScopeRow
@@ -128,7 +129,8 @@ def set_encryption(
 def _create_scope(
     tx: Unit, text: str, kid: str, kek: bytes, metadata: bool, now: int
 ) -> models.KeyScope:
-    conn = sqlite_only(tx.conn, "creating a key scope")
+    conn = tx.conn
+    scopes.lock_scopes(conn)
     for row in scopes.all_rows(conn):
         if row.key_id == kid:
             if row.prefix == text and not row.shredded and bool(row.seal_metadata) == metadata:
@@ -154,7 +156,8 @@ def _create_scope(
     data_key = crypto.new_data_key()
     # This transaction's check found no scope yet (ops/handle.py): from this row on the
     # file has one, so whatever it frees or rebalances from here is zeroed too.
-    scopes.zero_deleted_content(conn)
+    if isinstance(conn, Connection):
+        scopes.zero_deleted_content(conn)
     scope_id = scopes.insert(
         conn,
         key_id=kid,

@@ -84,6 +84,7 @@ def copy_checkpoints(
     """Copy ``source_ids`` into ``namespace`` (inside an open write transaction) and move
     its CURRENT to the copy of the last source; see :meth:`ckptdb.Database.copy_checkpoints`."""
     conn = tx.conn
+    pointers.lock_namespace(conn, namespace)
     now_ms = tx.now_ms
     wanted = list(dict.fromkeys(source_ids))
     sources = checkpoints.checkpoints_by_ids(conn, wanted)

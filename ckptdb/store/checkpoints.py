@@ -494,6 +494,7 @@ def ensure_namespace(conn: EngineConnection, namespace: str, now_ms: int) -> tup
     if row is not None:
         check_types(row, (int, (int, _N)), "namespace row")
         return int(row[0]), row[1]
+    scopes.lock_scopes(conn)
     scope_id = scopes.covering_scope_id(conn, namespace)
     new_id = conn.insert_returning(
         "INSERT INTO namespace (name, created_at_ms, scope_id) VALUES (?, ?, ?)",

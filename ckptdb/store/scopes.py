@@ -79,6 +79,14 @@ def all_rows(conn: EngineConnection) -> list[ScopeRow]:
     return out
 
 
+def lock_scopes(conn: EngineConnection) -> None:
+    """Serialize with every transaction that creates a key scope or a namespace, until
+    this one ends: a scope is created only while no namespace exists under its prefix, and
+    a namespace joins the scope covering it -- two checks that must not interleave (a
+    no-op on SQLite, whose writers are serialized already)."""
+    conn.lock("key_scopes")
+
+
 def covering_scope_id(conn: EngineConnection, namespace: str) -> int | None:
     """The key scope a new namespace of this name belongs to (None: plaintext), read in
     the caller's transaction; KeyShreddedError when that scope was shredded."""
