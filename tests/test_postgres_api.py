@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,6 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda db: db.gc(),
         lambda db: db.verify(),
         lambda db: db.stats(),
         lambda db: db.query("SELECT 1"),
@@ -198,7 +198,7 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
         lambda db: db.migration_status(),
         lambda db: db.export("/nonexistent/x.ckpt"),
     ],
-    ids=["gc", "verify", "stats", "query", "drop_namespace", "migration_status", "export"],
+    ids=["verify", "stats", "query", "drop_namespace", "migration_status", "export"],
 )
 def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
     with ckptdb.open(pg_url) as db:
@@ -466,3 +466,59 @@ def test_a_key_scope_and_a_first_commit_under_its_prefix_never_interleave(pg_url
         else:  # the namespace won, in plaintext: the scope was refused
             assert isinstance(outcome["scope"], errors.ScopeConflictError)
             assert f"{prefix}x" in names
+
+
+_QUOTA_WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import ckptdb
+    from ckptdb import errors
+    url, name, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    acked = refused = 0
+    with ckptdb.open(url) as db:
+        time.sleep(max(0.0, start - time.time()))  # every machine starts at once
+        for team in range(4):
+            for n in range(15):
+                try:
+                    db.commit(f"team{team}/{name}", {"n": f"{name}-{n}".encode()})
+                    acked += 1
+                except errors.QuotaExceededError:
+                    refused += 1
+    print(json.dumps([acked, refused]))
+    """
+)
+
+
+def test_a_quota_over_a_prefix_holds_against_writers_of_its_namespaces_at_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Four machines commit to four namespaces under ``teamN/`` with a total quota of 20
+    checkpoints: 20 land, the rest are refused -- never 21 (each commit counts the others'
+    under the prefix's lock). Four prefixes, filled one after the other: four races."""
+    with ckptdb.open(pg_url) as db:
+        for team in range(4):
+            db.set_quota(f"team{team}/", max_checkpoints=20, applies_to="total")
+    script = tmp_path / "quota_writer.py"
+    script.write_text(_QUOTA_WRITER)
+    start = time.time() + 3
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), pg_url, f"m{i}", str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=REPO,
+        )
+        for i in range(4)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out))
+    assert sum(a for a, _ in results) == 80 and sum(r for _, r in results) == 160
+    with ckptdb.open(pg_url) as db:
+        for team in range(4):
+            names = [f"team{team}/m{i}" for i in range(4)]
+            assert sum(len(db.lineage(n)) for n in names if db.current(n)) == 20

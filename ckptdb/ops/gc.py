@@ -27,13 +27,13 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..connection.engine import sqlite_only
+from ..connection.engine import EngineConnection
 from ..retention import Candidate, RetentionPolicy, kept_by_policy
 from ..store import blob_scans, checkpoint_scans, checkpoints, pins, pointers, settings
 from ..store.gc_batch import GcBatch
@@ -90,25 +90,25 @@ class Sweep:
     held: Held = (0, 0, None, None)
 
 
-def _protected(conn: Connection) -> set[int]:
+def _protected(conn: EngineConnection) -> set[int]:
     """Every CURRENT, fallback and pinned checkpoint: kept whatever the policy."""
     return pointers.protected_seqs(conn) | pins.protected_seqs(conn)
 
 
-def _unrepaired(conn: Connection) -> set[int]:
+def _unrepaired(conn: EngineConnection) -> set[int]:
     """Namespaces (ids) whose CURRENT names a checkpoint that is not stored (deleted
     outside ckptdb). No retention policy applies to them: depth from CURRENT cannot be
     measured, and their checkpoints are what a repair (set_current) chooses from."""
     return {ns for ns, role, _seq in pointers.dangling(conn) if role == "current"}
 
 
-def protected_among(conn: Connection, seqs: list[int]) -> set[int]:
+def protected_among(conn: EngineConnection, seqs: list[int]) -> set[int]:
     """The CURRENT, fallback and pinned checkpoints among ``seqs``: what a deletion of
     those seqs must keep, read without scanning every pointer of the file."""
     return pointers.protected_among(conn, seqs) | pins.pinned_among(conn, seqs)
 
 
-def protected_seqs(conn: Connection) -> set[int]:
+def protected_seqs(conn: EngineConnection) -> set[int]:
     """Every CURRENT, fallback and pinned checkpoint (seqs): what no deletion takes. A
     quota's eviction asks this (and :func:`kept_by_stored_policies`) what it must keep."""
     return _protected(conn)
@@ -126,7 +126,7 @@ class Mark:
 
 
 def mark(
-    conn: Connection,
+    conn: EngineConnection,
     *,
     policy: RetentionPolicy | None,
     namespaces: list[str] | None,
@@ -196,7 +196,7 @@ def _reads_only_lineage(policy: RetentionPolicy) -> bool:
 
 
 def _candidates(
-    conn: Connection, chosen: dict[int, RetentionPolicy], *, lineage_only: bool = False
+    conn: EngineConnection, chosen: dict[int, RetentionPolicy], *, lineage_only: bool = False
 ) -> dict[int, list[Candidate]]:
     """Every stored checkpoint of the namespaces (ids) ``chosen`` gives a policy, with what
     those policies read: the distance from CURRENT, the metadata. ``lineage_only``: only
@@ -227,7 +227,7 @@ def _candidates(
     return candidates
 
 
-def _stored_metadata(conn: Connection, ns_id: int, seq: int, text: str) -> dict[str, Any]:
+def _stored_metadata(conn: EngineConnection, ns_id: int, seq: int, text: str) -> dict[str, Any]:
     """The metadata a retention rule reads; CorruptionError naming the checkpoint when the
     file holds metadata ckptdb could not have written (a rule cannot judge it, and GC
     deletes nothing on a guess)."""
@@ -238,7 +238,9 @@ def _stored_metadata(conn: Connection, ns_id: int, seq: int, text: str) -> dict[
         return validation.metadata_from_json(text, checkpoint_id)  # raises, naming it
 
 
-def kept_by_stored_policies(conn: Connection, namespaces: dict[str, int], now_ms: int) -> set[int]:
+def kept_by_stored_policies(
+    conn: EngineConnection, namespaces: dict[str, int], now_ms: int
+) -> set[int]:
     """Seqs the stored retention policies keep in these namespaces (name -> id): each
     namespace's own policy, else the database-wide one. A namespace with neither adds
     nothing -- unlike :func:`mark`, where no policy means "keep it all" (a quota's eviction
@@ -288,7 +290,7 @@ def bulk_delete_settings(conn: Connection) -> Iterator[None]:
         conn.pragma("temp_store", temp_store)
 
 
-def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
+def estimate(conn: EngineConnection, doomed: list[int], cutoff_ms: int) -> Sweep:
     """What deleting ``doomed`` would free (dry run; inside a transaction, with no
     statement of it running: the batch's tables are dropped at the end)."""
     out = Sweep()
@@ -306,7 +308,7 @@ def estimate(conn: Connection, doomed: list[int], cutoff_ms: int) -> Sweep:
     return out
 
 
-def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
+def delete_batch(conn: EngineConnection, seqs: list[int], cutoff_ms: int) -> Sweep:
     """Delete the listed checkpoints that nothing protects, and whatever becomes
     unreferenced, inside the caller's open write transaction (GC's sweep and a quota's
     eviction inside a commit both go through here). Returns what was deleted.
@@ -315,7 +317,10 @@ def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
     candidate blobs and chunks, and each step is one statement over those lists. Chunks
     last touched after ``cutoff_ms`` are kept (a publish in flight may be staging them); a
     later GC collects them once they are orphans."""
-    # Re-check protection inside the transaction: CURRENT or a pin may have moved.
+    # Hold the batch's namespaces first where other writers run meanwhile (PostgreSQL), so
+    # that no pointer moves to, and no pin takes, a checkpoint this batch deletes; then
+    # re-check protection inside the transaction: CURRENT or a pin may have moved.
+    pointers.lock_namespaces_of(conn, seqs)
     protected = protected_among(conn, seqs)
     with GcBatch.open(conn, [s for s in seqs if s not in protected]) as batch:
         # Candidate blobs must be listed before their entries go.
@@ -329,12 +334,23 @@ def delete_batch(conn: Connection, seqs: list[int], cutoff_ms: int) -> Sweep:
     return Sweep(deleted_ids, blob_count, chunk_count, blob_bytes + chunk_bytes)
 
 
-def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
+def sweep_batch(conn: EngineConnection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
     """Delete one batch of checkpoints and whatever becomes unreferenced, in one
     transaction of its own (:func:`delete_batch`). ``out`` is updated only once the
-    transaction committed."""
-    with conn.write_transaction():
-        done = delete_batch(conn, seqs, cutoff_ms)
+    transaction committed.
+
+    On PostgreSQL a publish running at once may, in a rare interleaving, make a reference
+    that the batch's delete would leave dangling: the foreign key then fails the delete and
+    the transaction rolls back, nothing deleted; the batch is tried again (it then sees the
+    reference)."""
+    for attempt in range(_RACE_RETRIES):
+        try:
+            with conn.write_transaction():
+                done = delete_batch(conn, seqs, cutoff_ms)
+            break
+        except errors.ConstraintViolationError:
+            if conn.dialect == "sqlite" or attempt == _RACE_RETRIES - 1:
+                raise
     out.deleted_ids.extend(done.deleted_ids)
     out.blobs += done.blobs
     out.chunks += done.chunks
@@ -342,7 +358,7 @@ def sweep_batch(conn: Connection, seqs: list[int], cutoff_ms: int, out: Sweep) -
 
 
 def sweep(
-    conn: Connection,
+    conn: EngineConnection,
     doomed: list[int],
     cutoff_ms: int,
     out: Sweep,
@@ -365,7 +381,11 @@ def sweep(
         size = int(min(SWEEP_BATCH_MAX, max(SWEEP_BATCH_MIN, size * factor)))
 
 
-def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
+#: How often a PostgreSQL batch that lost a race with a publish is tried again.
+_RACE_RETRIES = 5
+
+
+def sweep_orphan_chunks(conn: EngineConnection, cutoff_ms: int, out: Sweep) -> None:
     """Delete staged chunks no blob references once their grace period is over (e.g. left
     by a publish that crashed or lost a compare-and-swap), in bounded transactions."""
     while True:
@@ -378,7 +398,7 @@ def sweep_orphan_chunks(conn: Connection, cutoff_ms: int, out: Sweep) -> None:
 
 
 def trim_history(
-    conn: Connection, namespace_ids: list[int], moves: int
+    conn: EngineConnection, namespace_ids: list[int], moves: int
 ) -> tuple[int, dict[str, int]]:
     """Delete pointer moves older than the newest ``moves`` of each namespace. Returns the
     rows deleted and, per namespace trimmed, the first revision kept -- recorded in the GC
@@ -430,8 +450,11 @@ def _truncate_wal(conn: Connection) -> None:
     conn.wal_checkpoint("TRUNCATE", wait=0.2)
 
 
-def _file_bytes(path: str) -> int:
-    """Bytes of the database file plus its WAL (what the disk actually holds)."""
+def _stored_bytes(conn: EngineConnection, path: str) -> int:
+    """Bytes the database takes: an SQLite file plus its WAL (what the disk actually holds),
+    or the PostgreSQL database's size as its server counts it."""
+    if not isinstance(conn, Connection):
+        return int(conn.scalar("SELECT pg_database_size(current_database())") or 0)
     return sum(
         os.stat(path + suffix).st_size for suffix in ("", "-wal") if os.path.exists(path + suffix)
     )
@@ -502,7 +525,7 @@ def _out_of_space(
     )
 
 
-def refuse_missing_blob_refs(conn: Connection) -> None:
+def refuse_missing_blob_refs(conn: EngineConnection) -> None:
     """CorruptionError (nothing deleted) when a packed entry of a stored checkpoint has no
     ``blob_ref`` row: a sweep decides from those rows alone whether a blob is still used,
     so it would free bytes that checkpoint needs. Two aggregates on an intact file; the
@@ -536,10 +559,13 @@ def _run(
     keep: set[str] | None,
     progress: Progress | None,
 ) -> models.GcReport:
-    conn = sqlite_only(tx.conn, "garbage collection")
+    conn = tx.conn
+    # What only an SQLite file has: its page cache and WAL settings for a sweep, free pages
+    # to hand back, a WAL to truncate (PostgreSQL's space is VACUUM's, the server's job).
+    file = conn if isinstance(conn, Connection) else None
     now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
-    before = _file_bytes(path)
+    before = _stored_bytes(conn, path)
     with conn.read_transaction():
         marked = mark(conn, policy=policy, namespaces=namespaces, now_ms=now_ms, keep=keep)
         if dry_run:
@@ -550,14 +576,14 @@ def _run(
     floors: dict[str, int] = {}
     if not dry_run:
         swept = Sweep()
-        with bulk_delete_settings(conn):
+        with bulk_delete_settings(file) if file is not None else nullcontext():
             sweep(conn, marked.doomed, cutoff_ms, swept, progress)
             sweep_orphan_chunks(conn, cutoff_ms, swept)
             with conn.read_transaction():
                 swept.held = blob_scans.held_orphan_chunks(conn, cutoff_ms)
             if keep_history is not None:
                 trimmed, floors = trim_history(conn, marked.namespace_ids, keep_history)
-            pages = reclaim(conn)
+            pages = reclaim(file) if file is not None else 0
         swept.deleted_ids.sort()  # once: the receipt and the report sort again (now O(n))
     body: dict[str, Any] = {
         "policy": None if policy is None else json.loads(policy.model_dump_json()),
@@ -570,7 +596,7 @@ def _run(
         "chunks_deleted": swept.chunks,
         "bytes_freed": swept.bytes_freed,
         "file_bytes_before": before,
-        "file_bytes_after": _file_bytes(path),
+        "file_bytes_after": _stored_bytes(conn, path),
         "pages_reclaimed": pages,
         "history_trimmed": trimmed,
         "grace_held": _grace_hold(swept.held, grace_seconds),
@@ -587,7 +613,8 @@ def _run(
                 checkpoint_id=None,
                 at_ms=now_ms,
             )
-        _truncate_wal(conn)  # the receipt itself must not leave a WAL behind
+        if file is not None:
+            _truncate_wal(file)  # the receipt itself must not leave a WAL behind
     return models.GcReport(
         dry_run=dry_run,
         receipt_id=receipt_id,

@@ -4,7 +4,7 @@ the table)."""
 from __future__ import annotations
 
 from .. import models
-from ..store import checkpoints, pins
+from ..store import checkpoints, pins, pointers
 from .unit import Unit, holds, writes
 
 
@@ -12,6 +12,11 @@ from .unit import Unit, holds, writes
 def pin(tx: Unit, name: str, checkpoint_id: str, *, note: str | None, replace: bool) -> models.Pin:
     """See :meth:`ckptdb.Database.pin` (``checkpoint_id`` resolved, ``name`` validated)."""
     target = checkpoints.require_checkpoint(tx.conn, checkpoint_id)
+    if tx.conn.dialect != "sqlite":
+        # Other writers run at once here: hold the namespace (as GC's batch does before it
+        # deletes) and read the checkpoint again, so it cannot go between read and pin.
+        pointers.lock_namespace(tx.conn, target.namespace)
+        target = checkpoints.require_checkpoint(tx.conn, checkpoint_id)
     return pins.pin(tx.conn, name, target, note=note, replace=replace, now_ms=tx.now_ms)
 
 

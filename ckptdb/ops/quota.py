@@ -369,6 +369,12 @@ def enforce(tx: Unit, namespace: str, namespace_id: int, checkpoint_id: str) -> 
     rules = quotas.matching(conn, tx.quotas, namespace)
     if not rules:
         return []
+    for rule in rules:
+        if rule.applies_to != "each":
+            # Other namespaces under the prefix count too; where their writers run at once
+            # (PostgreSQL), they queue here, longest prefix first (no two commits can wait
+            # for each other: every lock taken is a prefix of the committing namespace).
+            quotas.lock_prefix(conn, rule.prefix)
     now_ms = tx.now_ms
     evicted: list[str] = []
     records: list[dict[str, Any]] = []

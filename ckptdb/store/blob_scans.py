@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..connection import Connection
+from ..connection.engine import EngineConnection
 from .crypto import PLAINTEXT, Scope
 from .encoding import decoded
 
@@ -78,10 +79,12 @@ def stored_bytes(conn: Connection) -> tuple[int, int]:
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
-def delete_orphan_chunks(conn: Connection, cutoff_ms: int, limit: int) -> tuple[int, int]:
+def delete_orphan_chunks(conn: EngineConnection, cutoff_ms: int, limit: int) -> tuple[int, int]:
     """Delete up to ``limit`` chunks no blob references that were last touched before
     ``cutoff_ms`` (staged by a publish that crashed or lost a compare-and-swap; GC's grace
     period protects those still being staged). Returns (count, bytes)."""
+    if conn.dialect != "sqlite":
+        return delete_unreferenced_chunks(conn, cutoff_ms, limit=limit)
     rows = conn.execute(
         "DELETE FROM chunk WHERE chunk_id IN (SELECT c.chunk_id FROM chunk c"
         " WHERE c.last_touched_ms < :cutoff AND NOT EXISTS"
@@ -94,7 +97,9 @@ def delete_orphan_chunks(conn: Connection, cutoff_ms: int, limit: int) -> tuple[
     return len(rows), sum(r[0] for r in rows if type(r[0]) is int)
 
 
-def held_orphan_chunks(conn: Connection, cutoff_ms: int) -> tuple[int, int, int | None, int | None]:
+def held_orphan_chunks(
+    conn: EngineConnection, cutoff_ms: int
+) -> tuple[int, int, int | None, int | None]:
     """(count, bytes, oldest and newest last touch in ms) of the chunks no blob references
     that were touched at or after ``cutoff_ms``: what GC's grace period keeps."""
     row = conn.one(
@@ -150,3 +155,40 @@ def scope_record_counts(conn: Connection, scope_id: int) -> tuple[int, int]:
         (scope_id,),
     )
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+#: The chunk ids of the JSON array bound at ?2 (PostgreSQL).
+_LISTED = "(SELECT l.x::BIGINT AS id FROM jsonb_array_elements_text(?2::jsonb) AS l(x))"
+
+
+def delete_unreferenced_chunks(
+    conn: EngineConnection,
+    cutoff_ms: int,
+    chunk_ids: list[int] | None = None,
+    limit: int | None = None,
+) -> tuple[int, int]:
+    """PostgreSQL: delete the chunks no blob references that were last touched before
+    ``cutoff_ms`` -- among ``chunk_ids`` if given, at most ``limit`` -- each locked first,
+    skipping those a publish holds, and checked for references after the locks (see
+    :mod:`.gc_batch`). Returns (count, bytes)."""
+    among = "" if chunk_ids is None else f" AND chunk_id IN {_LISTED}"
+    bound = "" if limit is None else f" LIMIT {int(limit)}"
+    listed = () if chunk_ids is None else (json.dumps(sorted(set(chunk_ids))),)
+    locked = [
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT chunk_id FROM chunk c WHERE last_touched_ms < ?1{among}"
+            " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = c.chunk_id)"
+            f" ORDER BY chunk_id{bound} FOR UPDATE SKIP LOCKED",
+            (cutoff_ms, *listed),
+        )
+    ]
+    if not locked:
+        return 0, 0
+    rows = conn.execute(
+        f"DELETE FROM chunk c WHERE chunk_id IN {_LISTED} AND last_touched_ms < ?1"
+        " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = c.chunk_id)"
+        " RETURNING size",
+        (cutoff_ms, json.dumps(locked)),
+    )
+    return len(rows), sum(r[0] for r in rows if type(r[0]) is int)

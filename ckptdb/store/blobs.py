@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import canonical, errors
 from ..connection import Connection
@@ -37,6 +38,9 @@ from .crypto import PLAINTEXT, Scope
 from .encoding import EncodedChunk, EncodingCache, decoded, verified_inline
 from .scopes import Keyring
 
+#: How often a PostgreSQL writer looks again for a row that another writer inserted, or a
+#: GC deleted, between two of its statements (each time is one such race lost).
+_RACES = 8
 #: Digests looked up, and chunk-list rows written, per statement batch.
 _ID_BATCH = 500
 #: Chunk bytes up to this size are bound as a parameter; larger ones are written with
@@ -47,6 +51,14 @@ _CHUNK_INSERT = (
     " INTO chunk (digest, size, last_touched_ms, codec, stored_size, scope_id, sealed_digest)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def _contended(digest: str) -> errors.BusyTimeoutError:
+    """A row that other transactions kept inserting and deleting under this one."""
+    return errors.BusyTimeoutError(
+        f"content {digest[:12]} was inserted and collected by other transactions "
+        f"{_RACES} times while this commit stored it; nothing was published. Retry."
+    )
 
 
 def _chunk_row(chunk: EncodedChunk, now_ms: int) -> tuple[object, ...]:
@@ -148,27 +160,13 @@ class BlobStore(BlobReads):
                         inserted.append(chunk_id)
                     written += len(chunk.stored)
                     continue
-            # The stored bytes come back only when they differ from ours (rare: another
-            # encoding, or damage), so a dedup hit copies nothing out of SQLite.
-            # (Sealed bytes never compare equal -- a fresh nonce each time -- so a dedup
-            # hit in a key scope opens the stored copy to check it.)
-            row = self.conn.one(
-                "SELECT c.chunk_id, d.data = ?1, c.codec,"
-                " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END, c.scope_id FROM chunk c"
-                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2"
-                + dialect.key_share(self.conn, "c"),
-                (chunk.stored, chunk.digest),
-            )
+            chunk_id, row = self._stored_or_inserted(chunk, now_ms if touch else 0)
             if row is None:
-                # Written by the commit that references it: only references protect it, so
-                # its grace period is over from the start (a later staging touch restarts it).
-                chunk_id = self.insert_chunk(chunk, now_ms if touch else 0)
                 ids.append(chunk_id)
                 if inserted is not None:
                     inserted.append(chunk_id)
                 written += len(chunk.stored)
                 continue
-            chunk_id = int(row[0])
             ids.append(chunk_id)
             if touch:
                 self.touch_chunk(chunk_id, now_ms)
@@ -193,6 +191,38 @@ class BlobStore(BlobReads):
             written += len(chunk.stored)
             repaired.append(chunk.digest)
         return ids, written, repaired
+
+    def _stored_or_inserted(
+        self, chunk: EncodedChunk, insert_ms: int
+    ) -> tuple[int, tuple[Any, ...] | None]:
+        """The id of the stored chunk with this digest and its row -- (id, whether its
+        stored bytes equal ours, codec, its bytes when they differ, scope) -- or, when none
+        is stored, the id of the chunk inserted now (stamped ``insert_ms``) and None.
+
+        The stored bytes come back only when they differ from ours (rare: another encoding,
+        or damage), so a dedup hit copies nothing out of the database. (Sealed bytes never
+        compare equal -- a fresh nonce each time -- so a dedup hit in a key scope opens the
+        stored copy to check it.)"""
+        for _ in range(_RACES):
+            row = self.conn.one(
+                "SELECT c.chunk_id, d.data = ?1, c.codec,"
+                " CASE WHEN d.data = ?1 THEN NULL ELSE d.data END, c.scope_id FROM chunk c"
+                " LEFT JOIN chunk_data d ON d.chunk_id = c.chunk_id WHERE c.digest = ?2"
+                + dialect.key_share(self.conn, "c"),
+                (chunk.stored, chunk.digest),
+            )
+            if row is not None:
+                return int(row[0]), row
+            # Written by the commit that references it: only references protect it, so its
+            # grace period is over from the start (a later staging touch restarts it).
+            if isinstance(self.conn, Connection):
+                return self.insert_chunk(chunk, insert_ms), None
+            chunk_id = self._insert_new_chunk(chunk, insert_ms)
+            if chunk_id is not None:
+                return chunk_id, None
+            # PostgreSQL: another writer inserted it meanwhile (a GC may take it again
+            # before this reads it): look again.
+        raise _contended(chunk.digest)
 
     def _insert_new_chunk(self, chunk: EncodedChunk, now_ms: int) -> int | None:
         """Insert the chunk unless one with its digest is stored; its id when inserted."""
@@ -259,7 +289,38 @@ class BlobStore(BlobReads):
         """
         scope_id = blob.scope.scope_id
         if blob.inline is not None:
-            stored = blob.inline if blob.inline_stored is None else blob.inline_stored
+            return self._insert_inline(blob, now_ms)
+        written = blob.bytes_staged
+        to_write = list(blob.chunks)  # (a second pass, on PostgreSQL, has none left)
+        for _ in range(_RACES):
+            existing = self.blob_id(blob.digest, scope_id=scope_id)
+            if existing is not None:
+                # Chunks staged for it (new or repaired) are still bytes this commit wrote.
+                return existing, written, False
+            if to_write:
+                _, written_now, repaired = self.put_chunks(to_write, now_ms, touch=False)
+                written += written_now
+                blob.repaired = [*blob.repaired, *repaired]
+                to_write = []
+            blob_id = self._insert_chunked_row(
+                blob.digest,
+                blob.size,
+                blob.chunk_digests,
+                blob.chunk_list_digest,
+                now_ms,
+                scope_id=scope_id,
+            )
+            if blob_id is not None:
+                return blob_id, written, False
+            # PostgreSQL: another writer stored the same blob meanwhile: take that one.
+        raise _contended(blob.digest)
+
+    def _insert_inline(self, blob: PreparedBlob, now_ms: int) -> tuple[int, int, bool]:
+        """:meth:`insert` of a blob stored whole in its row."""
+        scope_id = blob.scope.scope_id
+        assert blob.inline is not None
+        stored = blob.inline if blob.inline_stored is None else blob.inline_stored
+        for _ in range(_RACES):
             # New content is the common case: one statement when it is.
             new = self.conn.execute(
                 dialect.insert_or_ignore(
@@ -288,57 +349,44 @@ class BlobStore(BlobReads):
                 " WHERE digest = ?2" + dialect.key_share(self.conn),
                 (stored, blob.digest),
             )
-            if row is None:
+            if row is not None:
+                break
+            if isinstance(self.conn, Connection):
                 raise errors.CorruptionError(
                     f"blob {blob.digest[:12]} is stored but cannot be found by its digest (a "
                     "damaged index); run `ckptdb verify`",
                     reason="index_damaged",
                 )
-            if (
-                row[1] == 0
-                and row[2] not in (1, True)
-                and (
-                    row[5] != scope_id
-                    or not (
-                        blob.scope.holds_same(
-                            row[3],
-                            row[4],
-                            blob.inline_codec,
-                            stored,
-                            blob.digest,
-                            blob.size,
-                            blob=True,
-                        )
-                        or verified_inline(row[4], blob.size, blob.digest, row[3], blob.scope)
+            # PostgreSQL: a GC deleted it between the two statements: insert it again.
+        else:
+            raise _contended(blob.digest)
+        if (
+            row[1] == 0
+            and row[2] not in (1, True)
+            and (
+                row[5] != scope_id
+                or not (
+                    blob.scope.holds_same(
+                        row[3],
+                        row[4],
+                        blob.inline_codec,
+                        stored,
+                        blob.digest,
+                        blob.size,
+                        blob=True,
                     )
+                    or verified_inline(row[4], blob.size, blob.digest, row[3], blob.scope)
                 )
-            ):
-                # The stored copy was damaged; the caller's bytes hash to the digest.
-                self.conn.execute(
-                    "UPDATE blob SET inline_data = ?, codec = ?, scope_id = ?, sealed_digest = ?"
-                    " WHERE blob_id = ?",
-                    (stored, blob.inline_codec, scope_id, blob.inline_sealed_digest, row[0]),
-                )
-                return int(row[0]), len(stored), True
-            return int(row[0]), 0, False
-        existing = self.blob_id(blob.digest, scope_id=scope_id)
-        if existing is not None:
-            # Chunks staged for it (new or repaired) are still bytes this commit wrote.
-            return existing, blob.bytes_staged, False
-        written = blob.bytes_staged
-        if blob.chunks:
-            _, written_now, repaired = self.put_chunks(list(blob.chunks), now_ms, touch=False)
-            written += written_now
-            blob.repaired = [*blob.repaired, *repaired]
-        blob_id = self.insert_chunked(
-            blob.digest,
-            blob.size,
-            blob.chunk_digests,
-            blob.chunk_list_digest,
-            now_ms,
-            scope_id=scope_id,
-        )
-        return blob_id, written, False
+            )
+        ):
+            # The stored copy was damaged; the caller's bytes hash to the digest.
+            self.conn.execute(
+                "UPDATE blob SET inline_data = ?, codec = ?, scope_id = ?, sealed_digest = ?"
+                " WHERE blob_id = ?",
+                (stored, blob.inline_codec, scope_id, blob.inline_sealed_digest, row[0]),
+            )
+            return int(row[0]), len(stored), True
+        return int(row[0]), 0, False
 
     def insert_inline(
         self, digest: str, size: int, stored: bytes, codec_id: int, now_ms: int
@@ -365,12 +413,39 @@ class BlobStore(BlobReads):
         """Insert a chunked blob over already written chunks (inside the commit
         transaction), its chunk list in bounded batches. ChunkMissingError (retryable, and
         the caller's transaction rolls back) when GC took a staged chunk meanwhile."""
-        blob_id = self.conn.insert_returning(
-            "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms,"
-            " scope_id) VALUES (?, ?, ?, ?, ?, ?)",
-            (digest, size, len(chunk_digests), list_digest, now_ms, scope_id),
-            "blob_id",
+        blob_id = self._insert_chunked_row(
+            digest, size, chunk_digests, list_digest, now_ms, scope_id=scope_id
         )
+        if blob_id is None:
+            raise _contended(digest)
+        return blob_id
+
+    def _insert_chunked_row(
+        self,
+        digest: str,
+        size: int,
+        chunk_digests: Sequence[str],
+        list_digest: str | None,
+        now_ms: int,
+        *,
+        scope_id: int | None = None,
+    ) -> int | None:
+        """:meth:`insert_chunked`, or None on PostgreSQL when another writer stored the
+        blob meanwhile (the caller then takes that one)."""
+        columns = (
+            "INSERT INTO blob (digest, size, chunk_count, chunk_list_digest, created_at_ms,"
+            " scope_id) VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        values = (digest, size, len(chunk_digests), list_digest, now_ms, scope_id)
+        if isinstance(self.conn, Connection):
+            blob_id = self.conn.insert_returning(columns, values, "blob_id")
+        else:
+            new = self.conn.execute(
+                columns + " ON CONFLICT (digest) DO NOTHING RETURNING blob_id", values
+            )
+            if not new:
+                return None
+            blob_id = int(new[0][0])
         for start in range(0, len(chunk_digests), _ID_BATCH):
             part = list(chunk_digests[start : start + _ID_BATCH])
             chunk_ids = self.resolve_chunks(part)

@@ -16,6 +16,17 @@ fallback (every deletion of checkpoints passes here) moved here with it. Inserti
 reading rows stays with the tables' modules.
 
 Like every store function, a batch works inside its caller's transaction and opens none.
+
+On PostgreSQL (:class:`_SharedGcBatch`) the lists travel as JSON parameters instead (a
+temporary table cannot be created in a read-only transaction, where a dry run estimates),
+and other writers run during a batch: it deletes a blob or chunk only once it holds the
+row's lock (``FOR UPDATE SKIP LOCKED``: one a publish is about to reference -- it read it
+``FOR KEY SHARE`` -- is skipped, and a publish that comes later waits, then finds it gone),
+and decides that nothing references it in a statement run after taking the locks (so it
+sees every reference committed before). The foreign keys from ``blob_ref`` and
+``blob_chunk`` stay the last guard: a delete that would leave a reference dangling fails,
+and the caller's transaction with it. PostgreSQL stores no format-2 ``entry`` rows and
+writes every ``blob_ref`` row with its checkpoint, so the batch lists blobs from those.
 """
 
 from __future__ import annotations
@@ -25,7 +36,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from .. import errors
-from ..connection import Connection
+from ..connection.engine import EngineConnection
+from .blob_scans import delete_unreferenced_chunks
 
 _TABLES = ("gc_checkpoint", "gc_blob", "gc_chunk")
 _CREATE = (
@@ -68,18 +80,21 @@ class GcBatch:
     :meth:`blob_totals` and :meth:`chunks_freed`.
     """
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: EngineConnection) -> None:
         self._conn = conn
 
     @classmethod
     @contextmanager
-    def open(cls, conn: Connection, seqs: Iterable[int]) -> Iterator[GcBatch]:
+    def open(cls, conn: EngineConnection, seqs: Iterable[int]) -> Iterator[GcBatch]:
         """A batch listing the checkpoints ``seqs`` (no blobs or chunks yet), inside the
         caller's transaction. Its lists are emptied when the block ends (the tables stay
         until :meth:`drop_tables`: an eviction runs inside a commit that may still be
         reading, and SQLite refuses to drop a table under a running statement). After an
         error the lists are left as they are: the caller's rollback takes what this
         transaction created, and the next batch empties the rest."""
+        if conn.dialect != "sqlite":
+            yield _SharedGcBatch(conn, seqs)
+            return
         for statement in _CREATE + _EMPTY:
             conn.execute(statement)
         # One statement for the whole list (SQLite parses the JSON array in C).
@@ -92,9 +107,12 @@ class GcBatch:
             conn.execute(statement)
 
     @staticmethod
-    def drop_tables(conn: Connection) -> None:
+    def drop_tables(conn: EngineConnection) -> None:
         """Drop the batches' temporary tables, when a GC is over (inside the caller's
-        transaction, with no statement of it still running)."""
+        transaction, with no statement of it still running; PostgreSQL's batches make
+        none)."""
+        if conn.dialect != "sqlite":
+            return
         for statement in _DROP:
             conn.execute(statement)
 
@@ -245,3 +263,141 @@ class GcBatch:
             (cutoff_ms,),
         )
         return len(rows), sum(r[0] for r in rows if type(r[0]) is int)
+
+
+def _ids(values: Iterable[int]) -> str:
+    return json.dumps(sorted({int(v) for v in values}))
+
+
+#: The integers of the JSON array bound at ?1 (at ?2: the second list of a statement).
+#: (Each names its own alias and column: an unqualified name in a subquery may resolve to
+#: a column of the outer query.)
+_L1 = "(SELECT l1.x::BIGINT AS id FROM jsonb_array_elements_text(?1::jsonb) AS l1(x))"
+_L2 = "(SELECT l2.x::BIGINT AS id FROM jsonb_array_elements_text(?2::jsonb) AS l2(x))"
+
+
+class _SharedGcBatch(GcBatch):
+    """:class:`GcBatch` on PostgreSQL, where other writers run at once (see the module
+    docstring): the lists are kept here and bound as JSON arrays."""
+
+    def __init__(self, conn: EngineConnection, seqs: Iterable[int]) -> None:
+        super().__init__(conn)
+        self._seqs = _ids(seqs)
+        self._blob_ids = "[]"
+        self._chunk_ids = "[]"
+
+    def checkpoint_ids(self) -> list[str]:
+        return [
+            str(r[0])
+            for r in self._conn.execute(
+                f"SELECT id FROM checkpoint WHERE seq IN {_L1} ORDER BY seq", (self._seqs,)
+            )
+        ]
+
+    def delete_checkpoints(self) -> list[str]:
+        named = self._conn.execute(
+            "SELECT (SELECT name FROM namespace n WHERE n.namespace_id = p.namespace_id),"
+            f" CASE WHEN p.current_seq IN {_L1} THEN p.current_seq ELSE p.fallback_seq END"
+            f" FROM pointer p WHERE p.current_seq IN {_L1} OR p.fallback_seq IN {_L1}",
+            (self._seqs,),
+        )
+        if named:
+            namespace, seq = str(named[0][0]), int(named[0][1])
+            raise errors.ProtectedError(
+                f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
+                f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was "
+                "deleted; this is a bug in the caller, please report it.",
+                namespace=namespace,
+                seq=seq,
+            )
+        self._conn.execute(f"DELETE FROM blob_ref WHERE checkpoint_seq IN {_L1}", (self._seqs,))
+        rows = self._conn.execute(
+            f"DELETE FROM checkpoint WHERE seq IN {_L1} RETURNING id", (self._seqs,)
+        )
+        return [str(r[0]) for r in rows]  # (an identity never gives a seq twice)
+
+    def list_blobs(self) -> None:
+        self._blob_ids = _ids(
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT DISTINCT blob_id FROM blob_ref WHERE checkpoint_seq IN {_L1}",
+                (self._seqs,),
+            )
+        )
+
+    def unlist_blobs_in_use(self, *, ignore_listed: bool = False) -> None:
+        others = f" AND e.checkpoint_seq NOT IN {_L2}" if ignore_listed else ""
+        self._blob_ids = _ids(
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT b.id FROM {_L1} b WHERE NOT EXISTS (SELECT 1 FROM blob_ref e"
+                f" WHERE e.blob_id = b.id{others})",
+                (self._blob_ids, self._seqs) if ignore_listed else (self._blob_ids,),
+            )
+        )
+
+    def blob_totals(self) -> tuple[int, int]:
+        row = self._conn.one(
+            "SELECT count(*), coalesce(sum(CASE WHEN chunk_count = 0 THEN size ELSE 0 END), 0)"
+            f" FROM blob WHERE blob_id IN {_L1}",
+            (self._blob_ids,),
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def delete_blobs(self) -> tuple[int, int]:
+        # Lock first, skipping what a publish holds; then, in a statement that sees every
+        # reference committed before the locks, keep what is referenced after all.
+        locked = [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT blob_id FROM blob WHERE blob_id IN {_L1}"
+                " ORDER BY blob_id FOR UPDATE SKIP LOCKED",
+                (self._blob_ids,),
+            )
+        ]
+        self._blob_ids = _ids(
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT b.id FROM {_L1} b WHERE NOT EXISTS"
+                " (SELECT 1 FROM blob_ref e WHERE e.blob_id = b.id)",
+                (_ids(locked),),
+            )
+        )
+        self._conn.execute(f"DELETE FROM blob_chunk WHERE blob_id IN {_L1}", (self._blob_ids,))
+        rows = self._conn.execute(
+            f"DELETE FROM blob WHERE blob_id IN {_L1} RETURNING size, chunk_count",
+            (self._blob_ids,),
+        )
+        return len(rows), sum(size for size, chunks in rows if chunks == 0 and type(size) is int)
+
+    def list_chunks(self) -> None:
+        self._chunk_ids = _ids(
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT DISTINCT chunk_id FROM blob_chunk WHERE blob_id IN {_L1}",
+                (self._blob_ids,),
+            )
+        )
+
+    def _orphaned(self) -> str:
+        return _ORPHANED.replace(_BLOBS, _L2)
+
+    def chunks_freed(self, cutoff_ms: int) -> tuple[int, int]:
+        row = self._conn.one(
+            "SELECT count(*), coalesce(sum(size), 0) FROM chunk c"
+            f" WHERE c.last_touched_ms < ?1 AND {self._orphaned()}",
+            (cutoff_ms, self._blob_ids),
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def chunks_held(self, cutoff_ms: int) -> tuple[int, int, int | None, int | None]:
+        row = self._conn.one(
+            "SELECT count(*), coalesce(sum(size), 0), min(last_touched_ms),"
+            " max(last_touched_ms) FROM chunk c"
+            f" WHERE c.last_touched_ms >= ?1 AND {self._orphaned()}",
+            (cutoff_ms, self._blob_ids),
+        )
+        return (0, 0, None, None) if row is None else (int(row[0]), int(row[1]), row[2], row[3])
+
+    def delete_chunks(self, cutoff_ms: int) -> tuple[int, int]:
+        return delete_unreferenced_chunks(self._conn, cutoff_ms, json.loads(self._chunk_ids))

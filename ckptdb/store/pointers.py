@@ -98,6 +98,22 @@ def lock_namespace(conn: EngineConnection, namespace: str) -> None:
     conn.lock(f"namespace:{namespace}")
 
 
+def lock_namespaces_of(conn: EngineConnection, seqs: list[int]) -> None:
+    """:func:`lock_namespace` for every namespace holding one of the checkpoints ``seqs``,
+    in name order (so two transactions that lock several never wait for each other in a
+    cycle). A no-op on SQLite, without a statement."""
+    if conn.dialect == "sqlite" or not seqs:
+        return
+    names = conn.execute(
+        "SELECT DISTINCT n.name FROM checkpoint c JOIN namespace n"
+        f" ON n.namespace_id = c.namespace_id WHERE c.seq IN {dialect.int_list(conn)}"
+        " ORDER BY n.name",
+        (json.dumps(sorted(set(seqs))),),
+    )
+    for (name,) in names:
+        lock_namespace(conn, str(name))
+
+
 def pointer(conn: EngineConnection, namespace: str) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
     checkpoint that is not stored is returned, with ``current_stored`` False)."""

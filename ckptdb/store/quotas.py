@@ -160,6 +160,13 @@ def delete(conn: EngineConnection, cache: QuotaCache, prefix: str, applies_to: s
     return conn.changes() > 0
 
 
+def lock_prefix(conn: EngineConnection, prefix: str) -> None:
+    """Serialize with every other commit under ``prefix`` until this transaction ends (a
+    quota over the prefix's total reads all their usage; a no-op on SQLite, whose writers
+    are serialized already)."""
+    conn.lock(f"quota:{prefix}")
+
+
 def matching(conn: EngineConnection, cache: QuotaCache, namespace: str) -> list[QuotaRow]:
     """The quotas ``namespace`` is under, longest prefix first ('each' before 'total'),
     as committed when the caller's write transaction began (call it inside one).
