@@ -194,11 +194,10 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
         lambda db: db.verify(),
         lambda db: db.stats(),
         lambda db: db.query("SELECT 1"),
-        lambda db: db.drop_namespace("t"),
         lambda db: db.migration_status(),
         lambda db: db.export("/nonexistent/x.ckpt"),
     ],
-    ids=["verify", "stats", "query", "drop_namespace", "migration_status", "export"],
+    ids=["verify", "stats", "query", "migration_status", "export"],
 )
 def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
     with ckptdb.open(pg_url) as db:

@@ -204,3 +204,35 @@ def test_a_pinned_checkpoint_is_kept_by_gc_and_refused_to_delete(pg_url: str) ->
         report = db.gc(ckptdb.RetentionPolicy(keep_last=1), grace=0)
         assert report.deleted_ids == [first.checkpoint_id]
         assert db.existing([first.checkpoint_id]) == set()
+
+
+def _prune_and_drop(target: str) -> list[Any]:
+    with ckptdb.open(target, clock=_clock()) as db:
+        for n in range(6):
+            db.commit("t", {"a": f"v{n}".encode(), "own": _own("t", n)}, metadata={"run": n % 2})
+            db.commit("u", {"a": f"u{n}".encode(), "own": _own("u", n)}, metadata={"run": 0})
+        db.pin(db.lineage("u")[-1].id, "u-first")
+        seen: list[Any] = []
+        for call in (
+            lambda: db.prune({"run": 0}, dry_run=True),
+            lambda: db.prune({"run": 0}),
+            lambda: db.drop_namespace("u", force=True),
+        ):
+            report = call()
+            seen.append(report.model_dump(exclude={"at", "receipt_id"}))
+        seen.append([(n.name, n.current_id) for n in db.namespaces()])
+        seen.append([r.kind for r in db.receipts()])
+        seen.append([c.generation for c in db.lineage("t")])
+        seen.append(db.pins())
+        return seen
+
+
+def test_prune_and_drop_delete_alike_on_both_engines(tmp_path: Path, pg_url: str) -> None:
+    on_sqlite = _prune_and_drop(str(tmp_path / "p.ckpt"))
+    assert _prune_and_drop(pg_url) == on_sqlite
+    dry, pruned, dropped = on_sqlite[:3]
+    # run 0: t1, t3, t5 and u1..u6; kept: t5 (t's fallback), u5, u6 (u's), u1 (pinned)
+    assert dry["checkpoints_deleted"] == pruned["checkpoints_deleted"] == 5
+    assert len(pruned["skipped"]) == 4
+    assert dropped["checkpoints_deleted"] == 3 and on_sqlite[3] == [("t", on_sqlite[3][0][1])]
+    assert on_sqlite[4][:2] == ["drop_namespace", "prune"] and on_sqlite[6] == []

@@ -78,6 +78,11 @@ class Connection(StatementRunner):
             self._raw.close(True)
             raise translate(exc, "closing the database") from exc
 
+    @property
+    def lost(self) -> bool:
+        """Always False: a file has no session to lose (an I/O error is reported as one)."""
+        return False
+
     def abandon(self) -> None:
         """Close on an error path, while another exception is already propagating: a
         failure to close (e.g. the final checkpoint hitting the same I/O error) must not

@@ -35,6 +35,12 @@ class EngineConnection(Protocol):
         ...
 
     @property
+    def lost(self) -> bool:
+        """True when the connection to the database is gone (a server's session ended):
+        every statement would fail, and the handle opens a new one before its next use."""
+        ...
+
+    @property
     def in_transaction(self) -> bool:
         """True while a transaction of this connection is open."""
         ...

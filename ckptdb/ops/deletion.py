@@ -7,11 +7,12 @@ module deletes what its caller chose."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..connection.engine import sqlite_only
+from ..connection.engine import EngineConnection, sqlite_only
 from ..extension import Session
 from ..store import (
     CORE_TABLES,
@@ -59,7 +60,8 @@ def delete_selected(
     (which runs in its own write transaction before sweeping, e.g. removing a dropped
     namespace's pointer); ``epilogue`` runs in the transaction that stores the receipt.
     """
-    conn = sqlite_only(tx.conn, "deleting checkpoints")
+    conn = tx.conn
+    file = conn if isinstance(conn, Connection) else None  # (SQLite: pages to hand back)
     now_ms = tx.now_ms
     cutoff_ms = now_ms - int(grace_seconds * 1000)
     with conn.read_transaction():
@@ -92,14 +94,16 @@ def delete_selected(
             )
         # In a file with key scopes every deletion ends with the WAL truncated: no frame
         # may keep a deleted record of a scope (docs/security.md).
-        if scopes.any_scope(conn) or int(conn.pragma("freelist_count")) > RECLAIM_MIN_PAGES:
-            reclaim(conn)
+        if file is not None and (
+            scopes.any_scope(file) or int(file.pragma("freelist_count")) > RECLAIM_MIN_PAGES
+        ):
+            reclaim(file)
     else:
         if prologue is not None:
             with conn.write_transaction():
                 prologue()
         swept = Sweep()
-        with bulk_delete_settings(conn):
+        with bulk_delete_settings(file) if file is not None else nullcontext():
             sweep(conn, doomed, cutoff_ms, swept)
         swept.deleted_ids.sort()  # once: the receipt and the report sort again (now O(n))
         with conn.write_transaction():
@@ -107,7 +111,8 @@ def delete_selected(
             receipt_id = _store_deletion_receipt(
                 conn, kind, namespaces, skipped, swept, now_ms, epilogue
             )
-        reclaim(conn)
+        if file is not None:
+            reclaim(file)
     return models.PruneReport(
         kind=kind,  # type: ignore[arg-type]
         dry_run=dry_run,
@@ -124,7 +129,7 @@ def delete_selected(
 
 
 def _store_deletion_receipt(
-    conn: Connection,
+    conn: EngineConnection,
     kind: str,
     namespaces: list[str],
     skipped: list[models.Rejection],
@@ -197,7 +202,9 @@ def drop_namespace_in(
 ) -> models.PruneReport:
     """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none);
     ``on_drop`` runs in the transaction that stores the receipt (not on a dry run)."""
-    conn = sqlite_only(tx.conn, "dropping a namespace")
+    conn = tx.conn
+    if on_drop is not None:
+        sqlite_only(conn, "an on_drop hook")  # refused before anything is deleted
     ns_id = checkpoints.namespace_id(conn, namespace)
     if ns_id is None:
         raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
@@ -214,6 +221,7 @@ def drop_namespace_in(
         return pointers.protected_seqs(conn, ns_id) | pins.pinned_in_namespace(conn, ns_id)
 
     def prologue() -> None:
+        pointers.lock_namespace(conn, namespace)  # no commit to it meanwhile (PostgreSQL)
         pins.delete_in_namespace(conn, ns_id)
         pointers.delete(conn, ns_id)
 
@@ -221,7 +229,7 @@ def drop_namespace_in(
         checkpoints.delete_namespace_if_empty(conn, ns_id)
         settings.clear_policy(conn, namespace)
         if on_drop is not None:
-            _run_drop_hook(conn, on_drop)
+            _run_drop_hook(sqlite_only(conn, "an on_drop hook"), on_drop)
 
     return delete_selected(
         tx,
@@ -252,7 +260,7 @@ def prune(
     dry_run: bool,
 ) -> models.PruneReport:
     """See :meth:`ckptdb.Database.prune`."""
-    conn = sqlite_only(tx.conn, "deleting checkpoints")
+    conn = tx.conn
 
     def select() -> list[tuple[int, str]]:
         out = []

@@ -123,7 +123,11 @@ class Handle:
         call with :attr:`lock` held; put what it returns back into :attr:`owner` when done."""
         if self._closed or self.pending or (write and self.store.conn.readonly):
             self._refuse(write=write, schema_work=schema_work)
-        if self._broken:
+        if self.store.conn.lost:
+            # The server ended the session (PostgreSQL) since the last use.
+            self.store.conn.abandon()
+            self._reconnect()
+        elif self._broken:
             # A failed COMMIT could not be resolved on a fresh connection; try again now.
             self._reconnect()
         if write and not keeps_heads:

@@ -83,7 +83,7 @@ def seqs_in_namespaces(conn: EngineConnection, namespace_ids: list[int]) -> list
     return out
 
 
-def iter_metadata(conn: Connection) -> Iterator[tuple[int, str, str, str]]:
+def iter_metadata(conn: EngineConnection) -> Iterator[tuple[int, str, str, str]]:
     """(seq, id, namespace, metadata JSON) of every checkpoint."""
     for row in conn.iterate(
         "SELECT c.seq, c.id, n.name, c.metadata FROM checkpoint c"

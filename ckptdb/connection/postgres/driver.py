@@ -128,6 +128,12 @@ class PgConnection:
             return
 
     @property
+    def lost(self) -> bool:
+        """True when the session is gone (the server ended it, crashed, or the network
+        dropped it) without this side closing it."""
+        return bool(self._raw.broken)
+
+    @property
     def closed(self) -> bool:
         """True once the connection is closed or lost."""
         return bool(self._raw.closed or self._raw.broken)

@@ -1,0 +1,173 @@
+"""Faults on PostgreSQL, through the public API: the server crashing mid-commit, clients
+killed mid-commit, sessions terminated between COMMIT and its answer. No acknowledged
+checkpoint is lost, every unknown outcome resolves by retrying, and no namespace forks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import REPO, child_env
+
+import ckptdb
+from ckptdb.testing.postgres import PostgresServer
+
+#: A writer that commits until its deadline, retrying whatever a fault makes retryable,
+#: and prints one JSON line per acknowledgement as it gets it (so a killed writer's acks
+#: survive it): [namespace, checkpoint id, n].
+_WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import ckptdb
+    from ckptdb import errors
+    url, name, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    RETRY = (errors.CommitOutcomeUnknownError, errors.StorageError, errors.BusyTimeoutError)
+    deadline = time.monotonic() + seconds
+    db = None
+    n = 0
+    while time.monotonic() < deadline:
+        ns = f"{name}/{n % 2}"
+        entries = {"n": f"{name}-{n}".encode(), "big": bytes([n % 251]) * 70_000}
+        try:
+            if db is None:
+                db = ckptdb.open(url, busy_timeout=30)
+            ack = db.commit(ns, entries)
+        except RETRY:
+            time.sleep(0.05)  # the server is away, or the outcome unknown: the same commit again
+            continue
+        print(json.dumps([ns, ack.checkpoint_id, n]), flush=True)
+        n += 1
+    """
+)
+
+
+def _writers(url: str, tmp_path: Path, count: int, seconds: float) -> list[subprocess.Popen[str]]:
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    return [
+        subprocess.Popen(
+            [sys.executable, str(script), url, f"w{i}", str(seconds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=REPO,
+            start_new_session=True,
+        )
+        for i in range(count)
+    ]
+
+
+def _acks(outputs: list[str]) -> list[list[Any]]:
+    return [json.loads(line) for out in outputs for line in out.splitlines() if line.strip()]
+
+
+def _check(url: str, acks: list[list[Any]]) -> None:
+    """Every acknowledged checkpoint is stored and reads back; each namespace is one line
+    holding its acks in order (so no fork, nothing acknowledged and then lost)."""
+    by_ns: dict[str, list[str]] = {}
+    for ns, cid, _ in acks:
+        by_ns.setdefault(ns, []).append(cid)
+    with ckptdb.open(url) as db:
+        for ns, ids in by_ns.items():
+            chain = [c.id for c in reversed(db.lineage(ns))]
+            assert [c for c in chain if c in set(ids)] == ids, ns
+            assert [m.revision for m in db.history(ns)][-1] == 1
+        for ns, cid, n in acks:
+            cp = db.get(cid)
+            assert cp.read("n") == f"{ns.split('/')[0]}-{n}".encode()
+            assert cp.read("big") == bytes([n % 251]) * 70_000
+
+
+def test_the_server_crashing_mid_commit_loses_no_acknowledged_checkpoint(tmp_path: Path) -> None:
+    with PostgresServer() as server:
+        url = server.create_database("crashes")
+        with ckptdb.open(url):
+            pass
+        writers = _writers(url, tmp_path, 3, 9.0)
+        crashes = 0
+        time.sleep(2.0)
+        for _ in range(3):
+            server.crash()  # pg_ctl stop -m immediate, mid-commit for some writer
+            crashes += 1
+            time.sleep(0.3)
+            server.start()  # crash recovery
+            time.sleep(1.2)
+        outputs = []
+        for proc in writers:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+            outputs.append(out)
+        acks = _acks(outputs)
+        assert crashes == 3 and len(acks) >= 20
+        _check(url, acks)
+
+
+def test_clients_killed_mid_commit_lose_nothing_acknowledged_and_hold_no_lock(
+    pg_url: str, tmp_path: Path
+) -> None:
+    with ckptdb.open(pg_url):
+        pass
+    outputs = []
+    for _ in range(4):  # each round: writers run, one is SIGKILLed mid-stream
+        writers = _writers(pg_url, tmp_path, 2, 2.5)
+        time.sleep(1.6)
+        os.killpg(writers[0].pid, signal.SIGKILL)
+        for proc in writers:
+            out, _ = proc.communicate(timeout=300)
+            outputs.append(out)
+        assert writers[0].returncode == -signal.SIGKILL and writers[1].returncode == 0
+    acks = _acks(outputs)
+    assert len(acks) >= 20
+    _check(pg_url, acks)
+    # The killed sessions' namespace locks went with them: a commit to each namespace
+    # goes through at once, on top of the last acknowledged checkpoint.
+    with ckptdb.open(pg_url, busy_timeout=2) as db:
+        for ns in {a[0] for a in acks}:
+            last = [a[1] for a in acks if a[0] == ns][-1]
+            current = db.current(ns)
+            assert current is not None
+            on_top = db.commit(ns, {"after": b"kill"})
+            assert on_top.parent_id == current.id
+            assert last in {c.id for c in db.lineage(ns)}
+
+
+def test_a_session_terminated_around_commit_resolves_by_retrying(pg_url: str) -> None:
+    """The server ends the session (``pg_terminate_backend``) before, during or after the
+    COMMIT: the commit either lands once or not at all, and a retry converges on it."""
+    with ckptdb.open(pg_url) as admin, ckptdb.open(pg_url) as db:
+        acked: list[str] = []
+        for n in range(12):
+            entries = {"n": str(n).encode()}
+            # end this handle's session now and then: its next statement finds it gone
+            if n % 3 == 1:
+                pid = db._handle.store.conn.backend_pid  # type: ignore[attr-defined]
+                admin.commit("admin", {"kill": str(pid).encode()})
+                _terminate(pg_url, pid)
+            for _ in range(5):
+                try:
+                    acked.append(db.commit("t", entries).checkpoint_id)
+                    break
+                except (ckptdb.errors.CommitOutcomeUnknownError, ckptdb.errors.StorageError):
+                    continue
+        assert len(acked) == 12 and len(set(acked)) == 12
+        chain = [c.id for c in reversed(db.lineage("t"))]
+        assert chain == acked  # once each, in order: no duplicate, no fork
+
+
+def _terminate(url: str, pid: int) -> None:
+    from ckptdb.connection.postgres import PgConnection
+
+    conn = PgConnection.open(url)
+    try:
+        conn.execute("SELECT pg_terminate_backend(?)", (pid,))
+    finally:
+        conn.close()
