@@ -37,13 +37,18 @@ def info(m: migrations.Migration, *, with_sql: bool) -> models.MigrationInfo:
 @holds(schema_work=True)
 def status(tx: Unit, path: str) -> models.MigrationStatus:
     """The file's schema version, this code's, and the pending migrations."""
-    conn = sqlite_only(tx.conn, "migration status")
+    conn = tx.conn
     with conn.read_transaction():
-        core = migrations.core_set()
+        core = migrations.core_set_of(conn)
         pending = migrations.check_history(conn, core)
         version = migrations.user_version(conn)
         sets = migrations.applied_sets(conn)
-        to_move = entry_move.count_unpacked(conn) if version >= PACKED_ENTRIES_VERSION else 0
+        # (Schema 7's move of format-2 entries is SQLite's: PostgreSQL never had them.)
+        to_move = (
+            entry_move.count_unpacked(conn)
+            if isinstance(conn, Connection) and version >= PACKED_ENTRIES_VERSION
+            else 0
+        )
     return models.MigrationStatus(
         path=path,
         file_version=version,
@@ -59,7 +64,7 @@ def status(tx: Unit, path: str) -> models.MigrationStatus:
 def plan(tx: Unit, to: int | None) -> list[models.MigrationInfo]:
     """The pending migrations (up to version ``to``) with the SQL each would run."""
     with tx.conn.read_transaction():
-        pending = migrations.check_history(tx.conn, migrations.core_set())
+        pending = migrations.check_history(tx.conn, migrations.core_set_of(tx.conn))
     return [info(m, with_sql=True) for m in pending if to is None or m.version <= to]
 
 

@@ -20,12 +20,12 @@ from .crypto import PLAINTEXT, Scope
 from .encoding import decoded
 
 
-def count_chunks(conn: Connection) -> int:
+def count_chunks(conn: EngineConnection) -> int:
     """Number of stored chunks."""
     return int(conn.scalar("SELECT count(*) FROM chunk") or 0)
 
 
-def count_blobs(conn: Connection) -> int:
+def count_blobs(conn: EngineConnection) -> int:
     """Number of stored blobs."""
     return int(conn.scalar("SELECT count(*) FROM blob") or 0)
 
@@ -70,7 +70,7 @@ def chunk_raw(conn: Connection, chunk_id: int, scope: Scope = PLAINTEXT) -> byte
     return decoded(row[0], row[1], row[2], scope, row[3] if isinstance(row[3], str) else "")
 
 
-def stored_bytes(conn: Connection) -> tuple[int, int]:
+def stored_bytes(conn: EngineConnection) -> tuple[int, int]:
     """(inline bytes, chunk bytes) stored, after compression."""
     row = conn.one(
         "SELECT (SELECT coalesce(sum(length(inline_data)), 0) FROM blob WHERE chunk_count = 0),"

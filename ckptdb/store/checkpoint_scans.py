@@ -99,7 +99,7 @@ def all_rows(conn: Connection) -> list[CheckpointRow]:
     return [checkpoint_row(r) for r in rows]
 
 
-def count(conn: Connection) -> int:
+def count(conn: EngineConnection) -> int:
     """Number of stored checkpoints."""
     return int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
 
@@ -179,7 +179,7 @@ def blob_refs_stray(conn: Connection) -> list[tuple[Any, Any]]:
     )
 
 
-def logical_bytes(conn: Connection) -> int:
+def logical_bytes(conn: EngineConnection) -> int:
     """Sum of every checkpoint's total size (what the checkpoints hold, before dedup)."""
     return int(conn.scalar("SELECT coalesce(sum(total_size), 0) FROM checkpoint") or 0)
 

@@ -162,6 +162,11 @@ def postgresql_core_set() -> MigrationSet:
     return load_set(CORE, data_dir("migrations") / POSTGRESQL_DIR)
 
 
+def core_set_of(conn: EngineConnection) -> MigrationSet:
+    """The core migrations of ``conn``'s engine."""
+    return core_set() if isinstance(conn, Connection) else postgresql_core_set()
+
+
 def _has_history(conn: EngineConnection) -> bool:
     """True once the ``ckptdb_migration`` table exists."""
     if isinstance(conn, Connection):
