@@ -120,6 +120,20 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def spawn_script(script: Path, *args: str, new_session: bool = False) -> subprocess.Popen[str]:
+    """Start ``python SCRIPT ARGS`` as its own process, as a machine would (text pipes;
+    ``new_session``: its own process group, so a test can SIGKILL it and its children)."""
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        start_new_session=new_session,
+    )
+
+
 def run_tool(
     name: str, *args: str, tmp: Path, timeout: float = 1200, ok: bool = True
 ) -> dict[str, object]:

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, child_env
+from conftest import REPO, spawn_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -191,11 +189,10 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda db: db.verify(),
         lambda db: db.query("SELECT 1"),
         lambda db: db.export("/nonexistent/x.ckpt"),
     ],
-    ids=["verify", "query", "export"],
+    ids=["query", "export"],
 )
 def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
     with ckptdb.open(pg_url) as db:
@@ -240,14 +237,7 @@ def _race(url: str, tmp_path: Path, *, cas: bool, machines: int = 4, rounds: int
     script = tmp_path / "racer.py"
     script.write_text(_RACER)
     racers = [
-        subprocess.Popen(
-            [sys.executable, str(script), url, f"m{i}", str(rounds), "cas" if cas else "-"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-            cwd=REPO,
-        )
+        spawn_script(script, url, f"m{i}", str(rounds), "cas" if cas else "-")
         for i in range(machines)
     ]
     results = []
@@ -498,17 +488,7 @@ def test_a_quota_over_a_prefix_holds_against_writers_of_its_namespaces_at_once(
     script = tmp_path / "quota_writer.py"
     script.write_text(_QUOTA_WRITER)
     start = time.time() + 3
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), pg_url, f"m{i}", str(start)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-            cwd=REPO,
-        )
-        for i in range(4)
-    ]
+    procs = [spawn_script(script, pg_url, f"m{i}", str(start)) for i in range(4)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)

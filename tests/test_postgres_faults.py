@@ -9,13 +9,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, child_env
+from conftest import spawn_script
 
 import ckptdb
 from ckptdb.testing.postgres import PostgresServer
@@ -53,16 +52,7 @@ def _writers(url: str, tmp_path: Path, count: int, seconds: float) -> list[subpr
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
     return [
-        subprocess.Popen(
-            [sys.executable, str(script), url, f"w{i}", str(seconds)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-            cwd=REPO,
-            start_new_session=True,
-        )
-        for i in range(count)
+        spawn_script(script, url, f"w{i}", str(seconds), new_session=True) for i in range(count)
     ]
 
 

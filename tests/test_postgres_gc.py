@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, child_env
+from conftest import spawn_script
 
 import ckptdb
 
@@ -137,17 +135,6 @@ _COLLECTOR = textwrap.dedent(
 )
 
 
-def _spawn(script: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(script), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-        cwd=REPO,
-    )
-
-
 @pytest.mark.parametrize("seconds", [6.0])
 def test_gc_racing_publishes_never_deletes_what_an_acknowledged_checkpoint_needs(
     pg_url: str, tmp_path: Path, seconds: float
@@ -157,8 +144,8 @@ def test_gc_racing_publishes_never_deletes_what_an_acknowledged_checkpoint_needs
     writer, collector = tmp_path / "writer.py", tmp_path / "collector.py"
     writer.write_text(_WRITER)
     collector.write_text(_COLLECTOR)
-    procs = [_spawn(writer, pg_url, f"w{i}", str(seconds)) for i in range(3)]
-    procs += [_spawn(collector, pg_url, str(seconds))]
+    procs = [spawn_script(writer, pg_url, f"w{i}", str(seconds)) for i in range(3)]
+    procs += [spawn_script(collector, pg_url, str(seconds))]
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
@@ -236,3 +223,51 @@ def test_prune_and_drop_delete_alike_on_both_engines(tmp_path: Path, pg_url: str
     assert len(pruned["skipped"]) == 4
     assert dropped["checkpoints_deleted"] == 3 and on_sqlite[3] == [("t", on_sqlite[3][0][1])]
     assert on_sqlite[4][:2] == ["drop_namespace", "prune"] and on_sqlite[6] == []
+
+
+def _verified(target: str) -> dict[str, Any]:
+    with ckptdb.open(target, clock=_clock(), keys={"k": bytes(32)}) as db:
+        db.set_encryption("s/", key_id="k")
+        for n in range(6):
+            db.commit("t", {"a": f"v{n}".encode(), "own": _own("t", n)})
+            db.commit("s/x", {"a": f"v{n}".encode(), "own": _own("s", n)})
+        db.gc(ckptdb.RetentionPolicy(keep_last=3), grace=0, keep_history=2)
+        full, quick = db.verify(), db.verify(quick=True)
+        fields = ("ok", "checkpoints_checked", "blobs_checked", "chunks_checked")
+        return {
+            "full": [getattr(full, f) for f in (*fields, "bytes_checked", "pointers_checked")],
+            "quick": [getattr(quick, f) for f in fields],
+            "problems": [p.code for p in full.problems + quick.problems],
+        }
+
+
+def test_verify_checks_the_same_on_both_engines_and_finds_damage_on_postgresql(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from ckptdb.connection.postgres import PgConnection
+
+    on_sqlite = _verified(str(tmp_path / "v.ckpt"))
+    assert _verified(pg_url) == on_sqlite
+    assert on_sqlite["full"][0] is True and on_sqlite["problems"] == []
+    # Damage written behind ckptdb's back (an operator's UPDATE, a bad restore) is found.
+    conn = PgConnection.open(pg_url)
+    try:
+        with conn.write_transaction():
+            conn.execute(
+                "UPDATE chunk_data SET data = 'x'::bytea"
+                " WHERE chunk_id = (SELECT min(chunk_id) FROM chunk_data)"
+            )
+            conn.execute(
+                "UPDATE checkpoint SET metadata = '{\"x\":1}'"
+                " WHERE seq = (SELECT max(seq) FROM checkpoint)"
+            )
+            conn.execute("DELETE FROM blob_ref WHERE blob_id = (SELECT min(blob_id) FROM blob_ref)")
+    finally:
+        conn.close()
+    with ckptdb.open(pg_url, keys={"k": bytes(32)}) as db:
+        report = db.verify()
+        assert not report.ok
+        assert {"chunk_corrupt", "manifest_mismatch", "blob_ref_missing"} <= {
+            p.code for p in report.problems
+        }
+        assert report.sqlite_integrity.startswith("not applicable")

@@ -127,6 +127,35 @@ def _finish_interrupted_creation(conn: Connection, chunk_size: int | None, *, wr
             )
 
 
+def _refuse_pending(
+    conn: EngineConnection,
+    name: str,
+    pending: list[migrations.Migration],
+    migrate_mode: MigrateMode,
+    *,
+    readonly: bool,
+) -> None:
+    """MigrationPendingError when the database ``name`` needs ``pending`` migrations and
+    the open may not apply them (``migrate="never"``, or a read-only open)."""
+    if not pending or migrate_mode == "check":
+        return
+    command = "`ckptdb migrate DB up`" if isinstance(conn, Connection) else None
+    if migrate_mode == "never":
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise errors.MigrationPendingError(
+            f"{name} is at schema version {migrations.user_version(conn)} and needs "
+            f"migrations {names}; open it with migrate='auto'"
+            + (f" or run {command}" if command else ""),
+            pending=[m.version for m in pending],
+        )
+    if readonly:
+        raise errors.MigrationPendingError(
+            f"{name} needs schema migrations but was opened read-only; open it read-write "
+            "once" + (f" (or run {command})" if command else ""),
+            pending=[m.version for m in pending],
+        )
+
+
 def open_handle(
     path: str,
     *,
@@ -182,21 +211,8 @@ def open_handle(
             ensure_wal(conn)
         if probed:
             pending = migrations.check_history(conn, core)
-        if pending and migrate_mode == "never":
-            names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
-            raise errors.MigrationPendingError(
-                f"{path} is at schema version {migrations.user_version(conn)} and needs "
-                f"migrations {names}; open it with migrate='auto' or run "
-                "`ckptdb migrate DB up`",
-                pending=[m.version for m in pending],
-            )
+        _refuse_pending(conn, path, pending, migrate_mode, readonly=readonly)
         if pending and migrate_mode == "auto":
-            if readonly:
-                raise errors.MigrationPendingError(
-                    f"{path} needs schema migrations but was opened read-only; open it "
-                    "read-write once (or run `ckptdb migrate DB up`)",
-                    pending=[m.version for m in pending],
-                )
             if fresh:
                 # A process racing us to create the file may win; then its settings stand.
                 with conn.write_transaction():
@@ -280,19 +296,8 @@ def open_postgresql(
                 f"{conn.path} holds no ckptdb schema yet; open it with create=True (the "
                 "default) to create it"
             )
-        if pending and migrate_mode == "never":
-            raise errors.MigrationPendingError(
-                f"{conn.path} needs migrations {[m.version for m in pending]}; open it with "
-                "migrate='auto'",
-                pending=[m.version for m in pending],
-            )
+        _refuse_pending(conn, conn.path, pending, migrate_mode, readonly=readonly)
         if pending and migrate_mode == "auto":
-            if readonly:
-                raise errors.MigrationPendingError(
-                    f"{conn.path} needs schema migrations but was opened read-only; open it "
-                    "read-write once",
-                    pending=[m.version for m in pending],
-                )
             with conn.write_transaction():
                 conn.lock(migrations.SCHEMA_LOCK)
                 if migrations.create_schema(conn, core, clock()):

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
-from ..connection.engine import sqlite_only
+from ..connection.engine import EngineConnection, sqlite_only
 from ..store import (
     CORE_TABLES,
     blob_scans,
@@ -75,7 +75,7 @@ class _Scopes:
     the sha256 of its stored bytes; with it, also decrypted and checked against its
     keyed address."""
 
-    def __init__(self, conn: Connection, keyring: Keyring, report: _Report) -> None:
+    def __init__(self, conn: EngineConnection, keyring: Keyring, report: _Report) -> None:
         self._conn = conn
         self._keyring = keyring
         self._report = report
@@ -93,7 +93,7 @@ class _Scopes:
             return None
 
 
-def _key_scopes(conn: Connection, keyring: Keyring, report: _Report) -> None:
+def _key_scopes(conn: EngineConnection, keyring: Keyring, report: _Report) -> None:
     """Every key scope: a key the host gave for it opens its stored wrapped data key (else
     no read of the scope can succeed: a wrong key, or an altered row -- the wrap binds key
     id, prefix, generation and scope id); its namespaces lie under its prefix; and every
@@ -155,7 +155,7 @@ def _sqlite_checks(conn: Connection, quick: bool, report: _Report) -> str:
 
 
 def _chunks(
-    conn: Connection, scopes: _Scopes, report: _Report, progress: PhaseProgress | None
+    conn: EngineConnection, scopes: _Scopes, report: _Report, progress: PhaseProgress | None
 ) -> tuple[set[int], int]:
     """Verify every chunk's bytes. Returns (ids of bad chunks, number checked)."""
     bad: set[int] = set()
@@ -202,7 +202,7 @@ def _chunks(
 
 
 def _blobs(
-    conn: Connection,
+    conn: EngineConnection,
     scopes: _Scopes,
     bad_chunks: set[int],
     quick: bool,
@@ -280,7 +280,7 @@ def _blobs(
 
 
 def _checkpoints(
-    conn: Connection, bad_blobs: set[int], report: _Report, progress: PhaseProgress | None
+    conn: EngineConnection, bad_blobs: set[int], report: _Report, progress: PhaseProgress | None
 ) -> int:
     """Recompute every manifest id; name the entries whose blobs are bad."""
     total = checkpoint_scans.count(conn)
@@ -372,7 +372,7 @@ def _checkpoints(
     return checked
 
 
-def _blob_refs(conn: Connection, report: _Report) -> None:
+def _blob_refs(conn: EngineConnection, report: _Report) -> None:
     """The ``blob_ref`` rows must match the packed entries (format 3): GC decides from
     them alone whether a blob is still used."""
     for seq, blob_id in checkpoint_scans.blob_refs_missing(conn):
@@ -390,7 +390,7 @@ def _blob_refs(conn: Connection, report: _Report) -> None:
         )
 
 
-def _pointers(conn: Connection, report: _Report) -> int:
+def _pointers(conn: EngineConnection, report: _Report) -> int:
     heads_list = pointers.all_pointers(conn)
     ns_of = {ns_id: name for name, ns_id in checkpoints.namespaces_by_name(conn).items()}
     for p in heads_list:
@@ -461,7 +461,7 @@ def _pointers(conn: Connection, report: _Report) -> int:
     return len(heads_list)
 
 
-def _history_floors(conn: Connection) -> dict[str, int]:
+def _history_floors(conn: EngineConnection) -> dict[str, int]:
     """Per namespace, the first pointer-history revision GC's keep_history kept (from the
     gc receipts; a damaged receipt body is reported by the receipt check)."""
     floors: dict[str, int] = {}
@@ -480,7 +480,7 @@ def _history_floors(conn: Connection) -> dict[str, int]:
     return floors
 
 
-def _receipts(conn: Connection, report: _Report) -> None:
+def _receipts(conn: EngineConnection, report: _Report) -> None:
     for rid, kind, ns, cid, at_ms, body, digest in receipts.iter_raw(conn):
         typed_ok = (
             isinstance(kind, str)
@@ -499,15 +499,22 @@ def _receipts(conn: Connection, report: _Report) -> None:
             )
 
 
-def _integrations(conn: Connection, quick: bool, report: _Report) -> None:
+def _integrations(conn: EngineConnection, quick: bool, report: _Report) -> None:
     """Run the verify hook of every integration migration set applied in the file."""
     for name in migrations.applied_sets(conn):
         if name == migrations.CORE:
             continue
         hook = _hook(name)
         if hook is not None:
-            with conn.integration_session(CORE_TABLES) as session:
+            with sqlite_only(conn, "an integration's verify hook").integration_session(
+                CORE_TABLES
+            ) as session:
                 report.problems.extend(hook(session, quick))
+
+
+#: ``VerifyReport.sqlite_integrity`` of a PostgreSQL database: SQLite's page check does not
+#: apply there.
+PG_INTEGRITY = "not applicable: PostgreSQL checks its own pages"
 
 
 @holds()
@@ -515,14 +522,21 @@ def verify_database(
     tx: Unit, *, quick: bool, progress: PhaseProgress | None = None
 ) -> models.VerifyReport:
     """See :meth:`ckptdb.Database.verify`."""
-    conn = sqlite_only(tx.conn, "verify")
+    conn = tx.conn
+    file = conn if isinstance(conn, Connection) else None
     report = _Report()
     no_ids: tuple[set[int], int] = (set(), 0)
     with tx.read_batch():
         scopes = _Scopes(conn, tx.keyring, report)
-        integrity = _sqlite_checks(conn, quick, report)
+        # SQLite's own checks of its pages and schema; PostgreSQL checks its pages itself
+        # (data checksums, amcheck), and its schema is proven by the migration history.
+        integrity = _sqlite_checks(file, quick, report) if file is not None else PG_INTEGRITY
         no_problems: list[str] = []
-        for problem in _phase(report, "schema", lambda: schema.mismatches(conn), no_problems):
+        for problem in (
+            _phase(report, "schema", lambda: schema.mismatches(file), no_problems)
+            if file is not None
+            else no_problems
+        ):
             report.add("schema_mismatch", problem)
         bad_chunks, chunks_checked = (
             no_ids

@@ -30,7 +30,7 @@ def count_blobs(conn: EngineConnection) -> int:
     return int(conn.scalar("SELECT count(*) FROM blob") or 0)
 
 
-def iter_chunks_with_bytes(conn: Connection) -> Iterator[tuple[Any, ...]]:
+def iter_chunks_with_bytes(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
     """(chunk_id, digest, size, codec, stored size, stored bytes, scope_id, sealed_digest)
     of every chunk, values as stored (for verify)."""
     return conn.iterate(
@@ -39,7 +39,7 @@ def iter_chunks_with_bytes(conn: Connection) -> Iterator[tuple[Any, ...]]:
     )
 
 
-def iter_blob_rows(conn: Connection, *, with_inline: bool) -> Iterator[tuple[Any, ...]]:
+def iter_blob_rows(conn: EngineConnection, *, with_inline: bool) -> Iterator[tuple[Any, ...]]:
     """(blob_id, digest, size, chunk_count, chunk_list_digest, inline bytes or None, codec,
     scope_id, sealed_digest) of every blob, values as stored (for verify)."""
     return conn.iterate(
@@ -48,7 +48,7 @@ def iter_blob_rows(conn: Connection, *, with_inline: bool) -> Iterator[tuple[Any
     )
 
 
-def chunk_rows_of(conn: Connection, blob_id: int) -> list[tuple[Any, ...]]:
+def chunk_rows_of(conn: EngineConnection, blob_id: int) -> list[tuple[Any, ...]]:
     """(seq, chunk_id, digest, size) of a blob's chunk list in order, values as stored
     (digest and size None where the chunk is gone)."""
     return conn.execute(
@@ -58,7 +58,7 @@ def chunk_rows_of(conn: Connection, blob_id: int) -> list[tuple[Any, ...]]:
     )
 
 
-def chunk_raw(conn: Connection, chunk_id: int, scope: Scope = PLAINTEXT) -> bytes | None:
+def chunk_raw(conn: EngineConnection, chunk_id: int, scope: Scope = PLAINTEXT) -> bytes | None:
     """The decoded (unverified) bytes of one chunk, or None when they do not decode."""
     row = conn.one(
         "SELECT c.codec, d.data, c.size, c.digest FROM chunk c JOIN chunk_data d"

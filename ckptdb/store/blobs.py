@@ -303,12 +303,7 @@ class BlobStore(BlobReads):
                 blob.repaired = [*blob.repaired, *repaired]
                 to_write = []
             blob_id = self._insert_chunked_row(
-                blob.digest,
-                blob.size,
-                blob.chunk_digests,
-                blob.chunk_list_digest,
-                now_ms,
-                scope_id=scope_id,
+                blob.digest, blob.size, blob.chunk_digests, blob.chunk_list_digest, now_ms, scope_id
             )
             if blob_id is not None:
                 return blob_id, written, False
@@ -414,7 +409,7 @@ class BlobStore(BlobReads):
         transaction), its chunk list in bounded batches. ChunkMissingError (retryable, and
         the caller's transaction rolls back) when GC took a staged chunk meanwhile."""
         blob_id = self._insert_chunked_row(
-            digest, size, chunk_digests, list_digest, now_ms, scope_id=scope_id
+            digest, size, chunk_digests, list_digest, now_ms, scope_id
         )
         if blob_id is None:
             raise _contended(digest)
@@ -427,8 +422,7 @@ class BlobStore(BlobReads):
         chunk_digests: Sequence[str],
         list_digest: str | None,
         now_ms: int,
-        *,
-        scope_id: int | None = None,
+        scope_id: int | None,
     ) -> int | None:
         """:meth:`insert_chunked`, or None on PostgreSQL when another writer stored the
         blob meanwhile (the caller then takes that one)."""

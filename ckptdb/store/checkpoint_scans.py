@@ -15,7 +15,7 @@ from typing import Any
 from ..connection import Connection
 from ..connection.engine import EngineConnection
 from . import dialect
-from .checkpoints import CHECKPOINT_COLUMNS, EVERY_ENTRY, checkpoint_row
+from .checkpoints import CHECKPOINT_COLUMNS, EVERY_ENTRY, checkpoint_row, unpacked
 from .rows import CheckpointRow, check_types
 
 _N = type(None)
@@ -104,15 +104,17 @@ def count(conn: EngineConnection) -> int:
     return int(conn.scalar("SELECT count(*) FROM checkpoint") or 0)
 
 
-def generations(conn: Connection) -> dict[Any, Any]:
+def generations(conn: EngineConnection) -> dict[Any, Any]:
     """id -> generation of every checkpoint (as stored; for verify's lineage check)."""
     return dict(conn.execute("SELECT id, generation FROM checkpoint"))
 
 
-def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
+def iter_manifests(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
     """Every checkpoint row with each of its entries (one row per entry, a checkpoint with
     none once), ordered by checkpoint then entry name, values as stored (for verify):
     the 10 checkpoint columns, the 8 entry columns, then ``code_revision`` and ``label``."""
+    if conn.dialect != "sqlite":
+        return _pg_manifests(conn)
     return conn.iterate(
         "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
         " c.created_at_ms, c.metadata, c.entry_count, c.total_size,"
@@ -122,6 +124,40 @@ def iter_manifests(conn: Connection) -> Iterator[tuple[Any, ...]]:
         f" LEFT JOIN ({EVERY_ENTRY}) e ON e.checkpoint_seq = c.seq"
         " LEFT JOIN blob b ON b.blob_id = e.blob_id ORDER BY c.seq, e.name"
     )
+
+
+def _pg_manifests(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
+    """:func:`iter_manifests` on PostgreSQL: the rows in pages of 500, their packed entries
+    parsed here with their blob rows read by id (:func:`.checkpoints.unpacked`), in the
+    same shape and order."""
+    rows = conn.iterate(
+        "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
+        " c.created_at_ms, c.metadata, c.entry_count, c.total_size, c.code_revision, c.label,"
+        " c.entries FROM checkpoint c JOIN namespace n ON n.namespace_id = c.namespace_id"
+        " ORDER BY c.seq"
+    )
+    page: list[tuple[Any, ...]] = []
+    for row in rows:
+        page.append(row)
+        if len(page) == 500:
+            yield from _pg_manifest_page(conn, page)
+            page = []
+    yield from _pg_manifest_page(conn, page)
+
+
+def _pg_manifest_page(
+    conn: EngineConnection, page: list[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    if not page:
+        return
+    entries, _ = unpacked(conn, [(r[0], r[12]) for r in page], ())
+    for r in page:
+        listed = sorted(entries[r[0]], key=lambda e: (e[1] is None, str(e[1])))
+        if not listed:
+            yield (*r[:10], *(None,) * 8, r[10], r[11])
+        for e in listed:
+            # (name, blob_id, digest, size, media_type, schema_pin, chunk_count, scope_id)
+            yield (*r[:10], *e[1:9], r[10], r[11])
 
 
 def blob_refs_missing(conn: EngineConnection) -> list[tuple[Any, Any]]:
@@ -137,23 +173,27 @@ def blob_refs_missing(conn: EngineConnection) -> list[tuple[Any, Any]]:
     )
 
 
+def _pg_packed_refs(conn: EngineConnection) -> Iterator[tuple[int, int]]:
+    """(checkpoint_seq, blob_id) of every packed entry, parsed here (PostgreSQL); a row
+    whose entries are not a JSON array of arrays contributes nothing (verify reports it)."""
+    for seq, text in conn.iterate("SELECT seq, entries FROM checkpoint ORDER BY seq"):
+        try:
+            entries = json.loads(text) if isinstance(text, str) else []
+        except ValueError:
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            blob_id = entry[1] if isinstance(entry, list) and len(entry) > 1 else None
+            if type(blob_id) is int:
+                yield int(seq), blob_id
+
+
 def _pg_blob_refs_missing(conn: EngineConnection) -> list[tuple[Any, Any]]:
     """:func:`blob_refs_missing` on PostgreSQL, whose packed entries are parsed here (as
     every read of them there is: docs/postgresql.md); inside the caller's transaction."""
     refs = {
         (int(s), int(b)) for s, b in conn.iterate("SELECT checkpoint_seq, blob_id FROM blob_ref")
     }
-    missing: list[tuple[Any, Any]] = []
-    for seq, text in conn.iterate("SELECT seq, entries FROM checkpoint ORDER BY seq"):
-        try:
-            entries = json.loads(text) if isinstance(text, str) else []
-        except ValueError:
-            continue  # damage verify reports; GC then keeps what such a row may use
-        for entry in entries if isinstance(entries, list) else []:
-            blob_id = entry[1] if isinstance(entry, list) and len(entry) > 1 else None
-            if type(blob_id) is int and (seq, blob_id) not in refs:
-                missing.append((seq, blob_id))
-    return missing
+    return [pair for pair in dict.fromkeys(_pg_packed_refs(conn)) if pair not in refs]
 
 
 def blob_refs_possibly_missing(conn: EngineConnection) -> bool:
@@ -168,9 +208,16 @@ def blob_refs_possibly_missing(conn: EngineConnection) -> bool:
     return row is None or row[0] != row[1]
 
 
-def blob_refs_stray(conn: Connection) -> list[tuple[Any, Any]]:
+def blob_refs_stray(conn: EngineConnection) -> list[tuple[Any, Any]]:
     """(checkpoint_seq, blob_id) of every ``blob_ref`` row no packed entry accounts for
     (it only keeps a blob from being collected)."""
+    if conn.dialect != "sqlite":
+        used = set(_pg_packed_refs(conn))
+        return sorted(
+            (int(s), int(b))
+            for s, b in conn.iterate("SELECT checkpoint_seq, blob_id FROM blob_ref")
+            if (int(s), int(b)) not in used
+        )
     return conn.execute(
         "SELECT r.checkpoint_seq, r.blob_id FROM blob_ref r WHERE NOT EXISTS (SELECT 1"
         " FROM checkpoint c, json_each(CASE WHEN json_valid(c.entries) THEN c.entries"

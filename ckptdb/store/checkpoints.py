@@ -158,7 +158,7 @@ def _entries_with_blobs(conn: EngineConnection, seqs: list[int]) -> list[Any]:
             " ORDER BY seq",
             (json.dumps(seqs),),
         )
-        entries, _ = _unpacked(conn, [(r[0], r[1]) for r in rows], ())
+        entries, _ = unpacked(conn, [(r[0], r[1]) for r in rows], ())
         return [e for seq_entries in entries.values() for e in seq_entries]
     return conn.execute(
         "SELECT e.checkpoint_seq, e.name, e.blob_id, b.digest, b.size, e.media_type,"
@@ -283,7 +283,7 @@ def _pg_manifests(
                 part,
             )
         ]
-        entries, held = _unpacked(conn, [(row.seq, packed) for row, packed in rows], inline_of)
+        entries, held = unpacked(conn, [(row.seq, packed) for row, packed in rows], inline_of)
         for row, _ in rows:
             if row.id in found:
                 continue
@@ -295,7 +295,7 @@ def _pg_manifests(
     return found
 
 
-def _unpacked(
+def unpacked(
     conn: EngineConnection, packed: list[tuple[int, object]], inline_of: tuple[str, ...]
 ) -> tuple[dict[int, list[tuple[Any, ...]]], dict[int, dict[str, tuple[object, object, object]]]]:
     """The entries of packed ``checkpoint.entries`` texts by seq, each as (checkpoint_seq,

@@ -136,16 +136,7 @@ class GcBatch:
         every deletion of checkpoints passes here, so this is where the schema's rule lives
         since v6 dropped the pointer's foreign keys (callers already leave protected
         checkpoints out; this is the second line of defence)."""
-        named = self._pointed_at()
-        if named:
-            namespace, seq = named[0]
-            raise errors.ProtectedError(
-                f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
-                f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was "
-                "deleted; this is a bug in the caller, please report it.",
-                namespace=namespace,
-                seq=seq,
-            )
+        self._refuse_protected()
         # Blob references and format-2 entries first, each in one statement in key order
         # (left to ON DELETE CASCADE, SQLite runs a sub-program per checkpoint row, which
         # measured ~1.4x slower for a GC batch; the cascade on ``entry`` stays as the
@@ -164,6 +155,18 @@ class GcBatch:
             " ON CONFLICT (name) DO UPDATE SET seq = max(seq, excluded.seq)"
         )
         return [str(r[0]) for r in rows]
+
+    def _refuse_protected(self) -> None:
+        named = self._pointed_at()
+        if named:
+            namespace, seq = named[0]
+            raise errors.ProtectedError(
+                f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
+                f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was "
+                "deleted; this is a bug in the caller, please report it.",
+                namespace=namespace,
+                seq=seq,
+            )
 
     def _pointed_at(self) -> list[tuple[str, int]]:
         """(namespace, seq) of every CURRENT or fallback the batch lists. One pass over the
@@ -294,22 +297,17 @@ class _SharedGcBatch(GcBatch):
             )
         ]
 
-    def delete_checkpoints(self) -> list[str]:
-        named = self._conn.execute(
+    def _pointed_at(self) -> list[tuple[str, int]]:
+        rows = self._conn.execute(
             "SELECT (SELECT name FROM namespace n WHERE n.namespace_id = p.namespace_id),"
             f" CASE WHEN p.current_seq IN {_L1} THEN p.current_seq ELSE p.fallback_seq END"
             f" FROM pointer p WHERE p.current_seq IN {_L1} OR p.fallback_seq IN {_L1}",
             (self._seqs,),
         )
-        if named:
-            namespace, seq = str(named[0][0]), int(named[0][1])
-            raise errors.ProtectedError(
-                f"refusing to delete checkpoint seq {seq}: it is the CURRENT or fallback of "
-                f"namespace {namespace!r} (and {len(named) - 1} more listed). Nothing was "
-                "deleted; this is a bug in the caller, please report it.",
-                namespace=namespace,
-                seq=seq,
-            )
+        return [(str(name), int(seq)) for name, seq in rows]
+
+    def delete_checkpoints(self) -> list[str]:
+        self._refuse_protected()
         self._conn.execute(f"DELETE FROM blob_ref WHERE checkpoint_seq IN {_L1}", (self._seqs,))
         rows = self._conn.execute(
             f"DELETE FROM checkpoint WHERE seq IN {_L1} RETURNING id", (self._seqs,)
