@@ -224,3 +224,17 @@ def test_bench_pg_entries_quick(tmp_path: Path) -> None:
     for figures in (report["page_of_50_ms"], report["scan_all_ms"]):
         assert set(figures) == {"unsafe", "safe_fn", "python"}
         assert _positive(*figures.values())
+
+
+def test_bench_engines_runs_every_workload_on_both_engines(tmp_path: Path) -> None:
+    report = run_tool(
+        tmp_path, "bench_engines.py", "--checkpoints", "200", "--namespaces", "20", "--ops", "40"
+    )
+    assert report["checkpoints"] == 200 and report["namespaces"] == 20
+    for engine in ("sqlite", "postgresql"):
+        assert set(report[engine]) == {"put", "cold_get", "lineage"}
+        for figures in report[engine].values():
+            assert _positive(figures["wall_us"], figures["client_cpu_us"])
+    assert all(w["server_cpu_us"] == 0 for w in report["sqlite"].values())
+    assert all(w["server_cpu_us"] >= 0 for w in report["postgresql"].values())
+    assert set(report["postgresql_over_sqlite"]) == {"put", "cold_get", "lineage"}
