@@ -10,6 +10,8 @@ Caches of rows another process may change are checked once per write transaction
 after ``BEGIN IMMEDIATE``, with one ``PRAGMA data_version``: it moves only when another
 connection committed, so while it holds still every cached pointer, quota row and "no key
 scope yet" answer is exactly the file's (this handle's own changes update or drop them).
+PostgreSQL has no such counter (and other writers commit at any moment): there the caches
+of rows other writers change are dropped at the start of every write transaction.
 """
 
 from __future__ import annotations
