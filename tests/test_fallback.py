@@ -317,22 +317,51 @@ def test_fallback_does_not_follow_the_history_past_a_branch_onto_another_lineage
         assert again.load("ns").checkpoint.id == g1
 
 
-def _point_id_index_entry_elsewhere(path: Path, checkpoint_id: str, other_seq: int) -> None:
-    """Damage one entry of the index on checkpoint ids (a closed file, WAL checkpointed):
-    the seq stored after the id now names another row, as a flipped byte would."""
-    (root,) = raw_sql(
-        path,
-        "SELECT rootpage FROM sqlite_schema WHERE name = ?",
-        ("sqlite_autoindex_checkpoint_1",),
-    )[0]
+def _point_index_entry_elsewhere(path: Path, index: str, key: str, other_rowid: int) -> None:
+    """Damage one entry of a unique text index (a closed file, WAL checkpointed): the rowid
+    stored after ``key`` now names another row, as a flipped byte would."""
+    (root,) = raw_sql(path, "SELECT rootpage FROM sqlite_schema WHERE name = ?", (index,))[0]
     data = bytearray(path.read_bytes())
     page_size = int.from_bytes(data[16:18], "big")
     page = slice((int(root) - 1) * page_size, int(root) * page_size)  # type: ignore[call-overload]
-    at = bytes(data[page]).index(checkpoint_id.encode()) + len(checkpoint_id)
+    at = bytes(data[page]).index(key.encode()) + len(key.encode())
     start = (int(root) - 1) * page_size  # type: ignore[call-overload]
-    assert data[start + at] < 0x80  # a one-byte integer (seq < 128)
-    data[start + at] = other_seq
+    assert data[start + at] < 0x80  # a one-byte integer (rowid < 128)
+    data[start + at] = other_rowid
     path.write_bytes(bytes(data))
+
+
+def _point_id_index_entry_elsewhere(path: Path, checkpoint_id: str, other_seq: int) -> None:
+    """Damage one entry of the index on checkpoint ids: its seq names another row."""
+    _point_index_entry_elsewhere(path, "sqlite_autoindex_checkpoint_1", checkpoint_id, other_seq)
+
+
+def test_current_of_a_namespace_whose_name_index_entry_leads_to_another_namespace(
+    db_path: Path,
+) -> None:
+    """Found by the corruption campaign (seed 29, 1,500 cases, a WAL frame of an index leaf
+    rewritten with a valid checksum): the entry of one namespace's name in the index on
+    names led to another namespace's row, and ``current`` returned that namespace's CURRENT
+    -- intact, its digest right for its own name, but not a checkpoint of the namespace
+    asked for. The pointer read checks the name it found; on a mismatch it searches the
+    table, which has the right row."""
+    with ckptdb.open(db_path) as db:
+        alpha = db.commit("alpha", {"s": b"a"}).checkpoint_id
+        gamma = db.commit("gamma", {"s": b"g"}).checkpoint_id
+    ns_ids = dict(raw_sql(db_path, "SELECT name, namespace_id FROM namespace"))
+    _point_index_entry_elsewhere(
+        db_path,
+        "sqlite_autoindex_namespace_1",
+        "gamma",
+        int(ns_ids["alpha"]),  # type: ignore[call-overload]
+    )
+    with ckptdb.open(db_path) as db:
+        current = db.current("gamma")
+        assert current is not None and current.id == gamma and current.read("s") == b"g"
+        assert db.load("gamma").checkpoint.id == gamma
+        assert db.pointer("gamma").current_id == gamma  # type: ignore[union-attr]
+        assert db.current("alpha").id == alpha  # type: ignore[union-attr]
+        assert not db.verify().ok  # the index damage is reported
 
 
 def test_fallback_reads_a_checkpoint_whose_id_index_entry_leads_to_another_row(

@@ -238,3 +238,4 @@ def test_bench_engines_runs_every_workload_on_both_engines(tmp_path: Path) -> No
     assert all(w["server_cpu_us"] == 0 for w in report["sqlite"].values())
     assert all(w["server_cpu_us"] >= 0 for w in report["postgresql"].values())
     assert set(report["postgresql_over_sqlite"]) == {"put", "cold_get", "lineage"}
+    assert _positive(report["sqlite_file_bytes"], report["postgresql_database_bytes"])

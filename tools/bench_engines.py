@@ -124,6 +124,9 @@ def run(checkpoints: int, namespaces: int, ops: int, seed: int) -> dict[str, Any
             postgresql = _workloads(url, namespaces, ops, server, seed)
             with ckptdb.open(url) as db:
                 pg_bytes = db.stats().file_bytes
+            with ckptdb.open(path) as db:
+                stats = db.stats()
+                sqlite_bytes = stats.file_bytes + stats.wal_bytes
     ratios = {
         name: {
             key: round(postgresql[name][key] / sqlite[name][key], 2)
@@ -140,6 +143,7 @@ def run(checkpoints: int, namespaces: int, ops: int, seed: int) -> dict[str, Any
         "postgresql": postgresql,
         "postgresql_over_sqlite": ratios,
         "postgresql_database_bytes": pg_bytes,
+        "sqlite_file_bytes": sqlite_bytes,
         "seconds_build": round(built, 1),
         "seconds": round(time.monotonic() - started, 1),
     }
