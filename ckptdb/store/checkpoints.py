@@ -77,13 +77,9 @@ def checkpoint_by_label(
 ) -> CheckpointRow | None:
     """The checkpoint of ``namespace`` labelled ``label`` (one lookup in the label index;
     ``scan``: the namespace's rows instead, for when the index is damaged)."""
-    # NOT INDEXED: a unary + does not keep SQLite off the partial label index.
     source, labelled = "checkpoint c", "c.label"
     if scan:
-        if conn.dialect == "sqlite":
-            source = "checkpoint c NOT INDEXED"
-        else:
-            labelled = dialect.unindexed(conn, "c.label")
+        source, labelled = dialect.scanned(conn, source, labelled)
     row = conn.one(
         f"SELECT {CHECKPOINT_COLUMNS} FROM {source} WHERE c.namespace_id ="
         f" (SELECT namespace_id FROM namespace WHERE name = ?) AND {labelled} = ?",
@@ -404,8 +400,39 @@ def check_manifest(
 
 def namespace_id(conn: EngineConnection, namespace: str) -> int | None:
     """Id of a namespace row, if it exists."""
-    value = conn.scalar("SELECT namespace_id FROM namespace WHERE name = ?", (namespace,))
-    return None if value is None else int(value)
+    found = namespace_row(conn, namespace)
+    return None if found is None else found[0]
+
+
+def namespace_row(
+    conn: EngineConnection, namespace: str, *, scan: bool = False
+) -> tuple[int, int | None] | None:
+    """(id, key scope id) of the namespace row named ``namespace``, or None. The name is
+    read back from the row itself (by its key: SQLite would answer from the index on names
+    it searched), so a damaged entry of that index leading to another namespace's row is
+    passed by a search of the table (``scan``)."""
+    source, name = "namespace n", "n.name"
+    if scan:
+        source, name = dialect.scanned(conn, source, name)
+    row = conn.one(
+        "SELECT n.namespace_id, n.scope_id,"
+        " (SELECT t.name FROM namespace t WHERE t.namespace_id = n.namespace_id)"
+        f" FROM {source} WHERE {name} = ?",
+        (namespace,),
+    )
+    if row is None:
+        return None
+    check_types(row, (int, (int, _N), str), "namespace row")
+    if row[2] == namespace:
+        return int(row[0]), row[1]
+    if scan:
+        raise errors.CorruptionError(
+            f"the row found for namespace {namespace!r} is {row[2]!r}'s; the namespace table "
+            "is damaged. Run `ckptdb verify`.",
+            namespace=namespace,
+            reason="index_damaged",
+        )
+    return namespace_row(conn, namespace, scan=True)
 
 
 def checkpoint_counts(conn: EngineConnection) -> dict[int, int]:
@@ -490,10 +517,9 @@ def ensure_namespace(conn: EngineConnection, namespace: str, now_ms: int) -> tup
     transaction that holds the namespace's lock, see :func:`.pointers.lock_namespace`): a
     new namespace joins the key scope whose prefix covers its name, and a shredded scope's
     prefix takes no new namespace (KeyShreddedError)."""
-    row = conn.one("SELECT namespace_id, scope_id FROM namespace WHERE name = ?", (namespace,))
-    if row is not None:
-        check_types(row, (int, (int, _N)), "namespace row")
-        return int(row[0]), row[1]
+    found = namespace_row(conn, namespace)
+    if found is not None:
+        return found
     scopes.lock_scopes(conn)
     scope_id = scopes.covering_scope_id(conn, namespace)
     new_id = conn.insert_returning(

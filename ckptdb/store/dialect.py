@@ -34,6 +34,16 @@ def unindexed(conn: EngineConnection, column: str) -> str:
     return f"+{column}" if conn.dialect == "sqlite" else f"({column} || '')"
 
 
+def scanned(conn: EngineConnection, table: str, column: str) -> tuple[str, str]:
+    """``table`` (with its alias, if any) and one of its ``column``, written so that a
+    lookup by the column reads the table itself, not an index on it (recovery from a
+    damaged index). SQLite needs ``NOT INDEXED``: a unary ``+`` leaves it free to scan a
+    covering index, which reads the damaged entry again."""
+    if conn.dialect == "sqlite":
+        return f"{table} NOT INDEXED", column
+    return table, unindexed(conn, column)
+
+
 def no_limit(conn: EngineConnection) -> int | None:
     """The value of a ``LIMIT ?`` parameter that means "no limit"."""
     return -1 if conn.dialect == "sqlite" else None

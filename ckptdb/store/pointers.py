@@ -114,18 +114,36 @@ def lock_namespaces_of(conn: EngineConnection, seqs: list[int]) -> None:
         lock_namespace(conn, str(name))
 
 
-def pointer(conn: EngineConnection, namespace: str) -> PointerRow | None:
+def pointer(conn: EngineConnection, namespace: str, *, scan: bool = False) -> PointerRow | None:
     """The CURRENT pointer of a namespace, or None when it has none (a pointer naming a
-    checkpoint that is not stored is returned, with ``current_stored`` False)."""
+    checkpoint that is not stored is returned, with ``current_stored`` False).
+
+    The namespace's name is read back from its row: a damaged entry of the index on names
+    that leads to another namespace's row (whose pointer is intact, its digest right for
+    its own name) is passed by a search of the table (``scan``), as
+    :func:`.checkpoints.checkpoint_by_id` does for ids."""
+    source, name = dialect.scanned(conn, "namespace", "name") if scan else ("namespace", "name")
     row = conn.one(
         f"SELECT {_pointer_columns(conn)}"
         " FROM pointer p LEFT JOIN checkpoint c"
         " ON c.seq = p.current_seq AND c.namespace_id = p.namespace_id"
         " LEFT JOIN checkpoint f ON f.seq = p.fallback_seq AND f.namespace_id = p.namespace_id"
-        " WHERE p.namespace_id = (SELECT namespace_id FROM namespace WHERE name = ?)",
+        f" WHERE p.namespace_id = (SELECT namespace_id FROM {source} WHERE {name} = ?)",
         (namespace,),
     )
-    return None if row is None else _pointer(row)
+    if row is None:
+        return None
+    found = _pointer(row)
+    if found.namespace == namespace:
+        return found
+    if scan:
+        raise errors.CorruptionError(
+            f"the pointer found for namespace {namespace!r} belongs to {found.namespace!r}; "
+            "the namespace table is damaged. Run `ckptdb verify`.",
+            namespace=namespace,
+            reason="index_damaged",
+        )
+    return pointer(conn, namespace, scan=True)
 
 
 def all_pointers(conn: EngineConnection, *, unstored: bool = False) -> list[PointerRow]:
