@@ -15,7 +15,8 @@ from typing import Any
 from ..connection import Connection
 from ..connection.engine import EngineConnection
 from . import dialect
-from .checkpoints import CHECKPOINT_COLUMNS, EVERY_ENTRY, checkpoint_row, unpacked
+from .checkpoints import CHECKPOINT_COLUMNS, EVERY_ENTRY, checkpoint_row
+from .packed import unpacked
 from .rows import CheckpointRow, check_types
 
 _N = type(None)
@@ -128,7 +129,7 @@ def iter_manifests(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
 
 def _pg_manifests(conn: EngineConnection) -> Iterator[tuple[Any, ...]]:
     """:func:`iter_manifests` on PostgreSQL: the rows in pages of 500, their packed entries
-    parsed here with their blob rows read by id (:func:`.checkpoints.unpacked`), in the
+    parsed here with their blob rows read by id (:func:`.packed.unpacked`), in the
     same shape and order."""
     rows = conn.iterate(
         "SELECT c.seq, c.id, n.name, c.namespace_id, c.parent_id, c.generation,"
