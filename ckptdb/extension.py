@@ -38,7 +38,17 @@ Params = Sequence[Any] | dict[str, Any]
 class Session(Protocol):
     """Statements inside a transaction opened by ``Database.write_session`` /
     ``read_session`` / ``commit(on_publish=...)`` -- except ``read_session(snapshot=False)``,
-    where each statement reads its own snapshot. Errors are ckptdb errors."""
+    where each statement reads its own snapshot. Errors are ckptdb errors.
+
+    ``dialect`` says which engine runs the statements (``"sqlite"`` or ``"postgresql"``), for
+    the few statements an integration spells differently on each (an upsert's ``max`` is
+    ``greatest`` there, ...). On PostgreSQL a read session is always one snapshot, and a
+    statement the server refuses rolls the whole transaction back (docs/postgresql.md)."""
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        ...
 
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; return all its rows."""

@@ -44,6 +44,15 @@ def pg_url(pg_server: PostgresServer) -> str:
     return pg_server.create_database("t_" + uuid.uuid4().hex[:16])
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's new database lives: a file, or a database on the shared PostgreSQL
+    server -- the same test runs on both engines."""
+    if request.param == "sqlite":
+        return str(tmp_path / "test.ckpt")
+    return str(request.getfixturevalue("pg_url"))
+
+
 def pg_checkpoint_id(n: int) -> str:
     """The id of the n-th checkpoint row :func:`pg_prepare` writes."""
     return hashlib.sha256(f"checkpoint {n}".encode()).hexdigest()
@@ -96,12 +105,26 @@ def file_digest(path: Path) -> str:
 
 def disk_bytes(path: str | Path) -> bytes:
     """Every byte kept on disk for a database: the file and its WAL (to scan for what must
-    never be there, such as the plaintext of an encrypted scope)."""
+    never be there, such as the plaintext of an encrypted scope). For a PostgreSQL URL:
+    every value of every row of the database's tables, as stored (its pages on the shared
+    server hold other tests' databases too)."""
+    if str(path).startswith("postgresql:"):
+        out = bytearray()
+        for row in raw_sql(path, _PG_EVERY_TABLE):
+            for (value,) in raw_sql(path, f"SELECT t.*::text FROM {row[0]} t"):
+                out += str(value).encode()
+            for values in raw_sql(path, f"SELECT * FROM {row[0]}"):
+                for v in values:
+                    out += v if isinstance(v, bytes) else str(v).encode()
+        return bytes(out)
     return b"".join(
         Path(str(path) + suffix).read_bytes()
         for suffix in ("", "-wal")
         if Path(str(path) + suffix).exists()
     )
+
+
+_PG_EVERY_TABLE = "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
 
 
 def all_files_digest(path: Path) -> dict[str, str | None]:
@@ -159,13 +182,22 @@ def run_tool(
 def raw_sql(
     path: str | Path, sql: str, params: tuple[object, ...] = ()
 ) -> list[tuple[object, ...]]:
-    """Run one statement on the file outside ckptdb's API (to inspect or tamper with it).
+    """Run one statement on the file outside ckptdb's API (to inspect or tamper with it);
+    ``path`` may be a PostgreSQL URL too (run through a connection of its own).
 
     Deliberately through apsw -- the same SQLite library ckptdb uses -- and never through
     Python's sqlite3 while a ckptdb handle is open in this process: two different SQLite
     libraries in one process do not share their POSIX lock bookkeeping, so closing one
     silently drops the other's locks (the classic way to corrupt a WAL database).
     """
+    if str(path).startswith("postgresql:"):
+        from ckptdb.connection.postgres import PgConnection
+
+        pg = PgConnection.open(str(path))
+        try:
+            return [tuple(r) for r in pg.execute(sql, params)]
+        finally:
+            pg.close()
     import apsw
 
     conn = apsw.Connection(str(path))

@@ -1,6 +1,7 @@
 """The LangGraph saver encrypts: every thread under one key, or one key per tenant chosen
 from the thread's config. Checked on a real compiled graph (messages with add_messages, an
-interrupt so pending writes exist) against the raw bytes of the file and its WAL."""
+interrupt so pending writes exist) against the raw bytes of the file and its WAL -- or, on
+PostgreSQL, every value stored in the database's tables."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def _chat(graph: Any, thread: str, turns: int, **configurable: Any) -> dict[str,
     return config
 
 
-def test_one_key_for_every_thread_seals_checkpoints_and_pending_writes(tmp_path: Path) -> None:
-    path = tmp_path / "lg.ckpt"
+def test_one_key_for_every_thread_seals_checkpoints_and_pending_writes(location: str) -> None:
+    path = location
     db = ckptdb.open(path, keys={"lg": KEY_A})
     saver = CkptdbSaver(db, encryption="lg")
     graph = _graph(saver)
@@ -90,8 +91,8 @@ def _tenant(config: Any) -> str | None:
     return config["configurable"].get("tenant")
 
 
-def test_a_key_per_tenant_from_the_config(tmp_path: Path) -> None:
-    path = tmp_path / "tenants.ckpt"
+def test_a_key_per_tenant_from_the_config(location: str) -> None:
+    path = location
     with ckptdb.open(path, keys={"tenant-a": KEY_A, "tenant-b": KEY_B}) as db:
         saver = CkptdbSaver(db, encryption=_tenant)
         graph = _graph(saver)
@@ -114,8 +115,8 @@ def test_a_key_per_tenant_from_the_config(tmp_path: Path) -> None:
             _chat(_graph(saver), "b2", 1, tenant="tenant-b")
 
 
-def test_copy_thread_within_and_across_key_scopes(tmp_path: Path) -> None:
-    path = tmp_path / "copy.ckpt"
+def test_copy_thread_within_and_across_key_scopes(location: str) -> None:
+    path = location
     with ckptdb.open(path, keys={"tenant-a": KEY_A, "tenant-b": KEY_B}) as db:
         routes = {"a1": "tenant-a", "a2": "tenant-a", "b9": "tenant-b"}
         saver = CkptdbSaver(db, encryption=lambda c: routes.get(c["configurable"]["thread_id"]))

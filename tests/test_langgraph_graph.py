@@ -1,4 +1,5 @@
-"""A real LangGraph graph on CkptdbSaver: interrupt in one process, resume in another.
+"""A real LangGraph graph on CkptdbSaver: interrupt in one process, resume in another --
+each test on an SQLite file and on a PostgreSQL database.
 
 The graph plans, asks a human through ``interrupt()`` and acts on the answer. The first
 process runs it until the interrupt; a second Python process (this file run as a script)
@@ -16,7 +17,6 @@ import json
 import operator
 import subprocess
 import sys
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from conftest import child_env
@@ -62,7 +62,7 @@ def config(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
 
 
-def resume_in_child(db_path: Path, thread: str, answer: str) -> dict[str, Any]:
+def resume_in_child(db_path: str, thread: str, answer: str) -> dict[str, Any]:
     """Resume ``thread`` in a separate Python process; returns what it printed."""
     proc = subprocess.run(
         [sys.executable, __file__, "resume", str(db_path), thread, answer],
@@ -77,8 +77,8 @@ def resume_in_child(db_path: Path, thread: str, answer: str) -> dict[str, Any]:
     return out
 
 
-def test_interrupt_then_resume_in_a_second_process(tmp_path: Path) -> None:
-    db_path = tmp_path / "graph.ckpt"
+def test_interrupt_then_resume_in_a_second_process(location: str) -> None:
+    db_path = location
     with CkptdbSaver(db_path) as saver:
         graph = build(saver)
         first = graph.invoke({"items": ["start"]}, config("t1"))
@@ -114,8 +114,8 @@ def test_interrupt_then_resume_in_a_second_process(tmp_path: Path) -> None:
             )
 
 
-def test_async_saver_interrupt_then_sync_resume_elsewhere(tmp_path: Path) -> None:
-    db_path = tmp_path / "async.ckpt"
+def test_async_saver_interrupt_then_sync_resume_elsewhere(location: str) -> None:
+    db_path = location
 
     async def first_half() -> None:
         async with await AsyncCkptdbSaver.open(db_path) as saver:
@@ -130,8 +130,8 @@ def test_async_saver_interrupt_then_sync_resume_elsewhere(tmp_path: Path) -> Non
     assert child["items"] == ["a", "planned", "reviewed:later", "acted:later"]
 
 
-def test_time_travel_fork_from_an_older_checkpoint(tmp_path: Path) -> None:
-    with CkptdbSaver(tmp_path / "fork.ckpt") as saver:
+def test_time_travel_fork_from_an_older_checkpoint(location: str) -> None:
+    with CkptdbSaver(location) as saver:
         graph = build(saver)
         graph.invoke({"items": ["x"]}, config("t3"))
         graph.invoke(Command(resume="no"), config("t3"))
@@ -156,7 +156,7 @@ def test_time_travel_fork_from_an_older_checkpoint(tmp_path: Path) -> None:
         )
 
 
-def test_subgraph_checkpoints_live_in_their_own_namespace(tmp_path: Path) -> None:
+def test_subgraph_checkpoints_live_in_their_own_namespace(location: str) -> None:
     class Inner(TypedDict):
         items: Annotated[list[str], operator.add]
 
@@ -168,7 +168,7 @@ def test_subgraph_checkpoints_live_in_their_own_namespace(tmp_path: Path) -> Non
     outer.add_node("sub", inner.compile())
     outer.add_edge(START, "sub")
     outer.add_edge("sub", END)
-    with CkptdbSaver(tmp_path / "sub.ckpt") as saver:
+    with CkptdbSaver(location) as saver:
         graph = outer.compile(checkpointer=saver)
         graph.invoke({"items": ["o"]}, config("t4"))
         namespaces = {
@@ -198,12 +198,12 @@ class DeltaState(TypedDict):
     n: int
 
 
-def test_prune_keeps_the_history_a_delta_channel_is_rebuilt_from(tmp_path: Path) -> None:
+def test_prune_keeps_the_history_a_delta_channel_is_rebuilt_from(location: str) -> None:
     g = StateGraph(DeltaState)
     g.add_node("step", lambda s: {"log": [f"s{s['n']}"], "n": s["n"] + 1})
     g.add_conditional_edges("step", lambda s: END if s["n"] >= 10 else "step")
     g.add_edge(START, "step")
-    db_path = tmp_path / "delta.ckpt"
+    db_path = location
     with CkptdbSaver(db_path) as saver:
         graph = g.compile(checkpointer=saver)
         graph.invoke({"log": ["in"], "n": 0}, config("d"))

@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,20 @@ def file_bytes(path: Path) -> int:
 
 @pytest.mark.parametrize("cls", [CkptdbSaver, AsyncCkptdbSaver])
 def test_conformance_suite_passes_every_base_and_extended_capability(
-    cls: type[CkptdbSaver], tmp_path: Path
+    cls: type[CkptdbSaver], location: str, request: pytest.FixtureRequest
 ) -> None:
     made = [0]
+
+    def where(n: int) -> str:  # a new database for each saver the suite makes
+        if location.startswith("postgresql:"):
+            server = request.getfixturevalue("pg_server")
+            return str(server.create_database(f"conformance_{uuid.uuid4().hex[:12]}_{n}"))
+        return str(Path(location).parent / f"conformance-{n}.ckpt")
 
     @checkpointer_test(name=cls.__name__)
     async def factory() -> AsyncIterator[CkptdbSaver]:
         made[0] += 1
-        saver = await asyncio.to_thread(cls, tmp_path / f"conformance-{made[0]}.ckpt")
+        saver = await asyncio.to_thread(cls, where(made[0]))
         try:
             yield saver
         finally:
@@ -85,8 +92,8 @@ def test_conformance_suite_passes_every_base_and_extended_capability(
     assert report.conformance_level() == "FULL"
 
 
-def test_sync_methods_behave_like_the_async_ones(tmp_path: Path) -> None:
-    with CkptdbSaver(tmp_path / "s.ckpt") as saver:
+def test_sync_methods_behave_like_the_async_ones(location: str) -> None:
+    with CkptdbSaver(location) as saver:
         first = saver.put(cfg("t"), make_checkpoint({"a": "x" * 1000, "b": 1}), {"step": 0}, {})
         cp2 = make_checkpoint({"a": "x" * 1000, "b": 2})
         second = saver.put(first, cp2, {"step": 1, "source": "loop"}, {"b": 2})
@@ -148,8 +155,8 @@ def _worker(path: str, worker: int, puts: int) -> None:
         print(f"worker {worker} done")
 
 
-def test_processes_with_their_own_savers_never_see_database_is_locked(tmp_path: Path) -> None:
-    path = tmp_path / "shared.ckpt"  # created by whichever worker gets there first
+def test_processes_with_their_own_savers_never_see_database_is_locked(location: str) -> None:
+    path = location  # created by whichever worker gets there first
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "worker", str(path), str(k), str(PUTS)],
@@ -185,20 +192,22 @@ def _writer(path: str, puts: int) -> None:
         print("writer done")
 
 
-def _pruner(path: str) -> None:
+def _pruner(path: str, done: str) -> None:
     with CkptdbSaver(path) as saver:
         rounds = 0
-        while not os.path.exists(path + ".done") and rounds < 2000:
+        while not os.path.exists(done) and rounds < 2000:
             saver.prune(["race"], strategy="keep_latest")
             rounds += 1
         print(f"pruner done after {rounds} prunes")
 
 
-def test_prune_racing_a_writer_in_another_process_loses_nothing_it_keeps(tmp_path: Path) -> None:
-    path = tmp_path / "race.ckpt"
+def test_prune_racing_a_writer_in_another_process_loses_nothing_it_keeps(
+    location: str, tmp_path: Path
+) -> None:
+    path, done = location, tmp_path / "writer.done"
     CkptdbSaver(path).close()
     pruner = subprocess.Popen(
-        [sys.executable, __file__, "pruner", str(path)],
+        [sys.executable, __file__, "pruner", str(path), str(done)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -212,7 +221,7 @@ def test_prune_racing_a_writer_in_another_process_loses_nothing_it_keeps(tmp_pat
         timeout=600,
         check=False,
     )
-    Path(str(path) + ".done").touch()
+    done.touch()
     out, err = pruner.communicate(timeout=600)
     assert "pruner done" in out
     assert writer.returncode == 0, writer.stderr
@@ -339,8 +348,8 @@ def test_prune_keep_latest_keeps_resume_state_and_shrinks_the_file(tmp_path: Pat
             assert s.scalar("SELECT count(*) FROM lg_namespace") == 0
 
 
-def test_delete_for_runs_deletes_their_checkpoints_in_ckptdb_too(tmp_path: Path) -> None:
-    with CkptdbSaver(tmp_path / "runs.ckpt") as saver:
+def test_delete_for_runs_deletes_their_checkpoints_in_ckptdb_too(location: str) -> None:
+    with CkptdbSaver(location) as saver:
         config = cfg("t")
         for run in ("r1", "r2", "r3"):
             for step in range(3):
@@ -369,8 +378,8 @@ def test_delete_for_runs_deletes_their_checkpoints_in_ckptdb_too(tmp_path: Path)
     "thread",
     ["plain", "with/slash", "a%2Fb", " spaced ", "ünïcode", "e\u0301", "", "t" * 400, "x|y:z"],
 )
-def test_any_thread_id_and_namespace_round_trip(tmp_path: Path, thread: str) -> None:
-    with CkptdbSaver(tmp_path / "names.ckpt") as saver:
+def test_any_thread_id_and_namespace_round_trip(location: str, thread: str) -> None:
+    with CkptdbSaver(location) as saver:
         for ns in ("", "child:1|grand:2", "/"):
             saver.put(cfg(thread, ns), make_checkpoint({"k": thread + ns}), {}, {})
         for ns in ("", "child:1|grand:2", "/"):
@@ -427,8 +436,8 @@ def test_an_open_database_is_shared_not_closed_and_checked_on_read_only(tmp_path
         CkptdbSaver(42)  # type: ignore[arg-type]
 
 
-def test_the_checkpoints_are_ordinary_ckptdb_checkpoints(tmp_path: Path) -> None:
-    with CkptdbSaver(tmp_path / "plain.ckpt") as saver:
+def test_the_checkpoints_are_ordinary_ckptdb_checkpoints(location: str) -> None:
+    with CkptdbSaver(location) as saver:
         first = saver.put(cfg("t"), make_checkpoint({"big": "b" * 1000}), {"step": 1}, {})
         saver.put(first, make_checkpoint({"big": "c" * 1000}), {"step": 2, "run_id": "r"}, {})
         head = saver.db.current(namespace_for("t", ""))
@@ -443,8 +452,8 @@ def test_the_checkpoints_are_ordinary_ckptdb_checkpoints(tmp_path: Path) -> None
         assert saver.db.verify().ok
 
 
-def test_a_checkpoint_collected_outside_the_saver_reads_as_gone(tmp_path: Path) -> None:
-    with CkptdbSaver(tmp_path / "gone.ckpt") as saver:
+def test_a_checkpoint_collected_outside_the_saver_reads_as_gone(location: str) -> None:
+    with CkptdbSaver(location) as saver:
         config = cfg("t")
         for i in range(3):
             config = saver.put(config, make_checkpoint({"i": i}), {"step": i}, {})
@@ -472,7 +481,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "writer":
         _writer(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "pruner":
-        _pruner(sys.argv[2])
+        _pruner(sys.argv[2], sys.argv[3])
 
 
 def test_unchanged_channels_are_referenced_and_a_collected_blob_is_sent_again(

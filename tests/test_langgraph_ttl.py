@@ -124,7 +124,7 @@ def lg_count(saver: CkptdbSaver, thread: str) -> int:
 
 @contextmanager
 def opened(
-    path: Path, ttl: ThreadTTL | None, clock: Clock, **options: Any
+    path: Path | str, ttl: ThreadTTL | None, clock: Clock, **options: Any
 ) -> Iterator[tuple[ckptdb.Database, CkptdbSaver]]:
     db = ckptdb.open(path, clock=clock, **options)
     try:
@@ -189,10 +189,10 @@ def test_a_saver_refuses_a_ttl_of_the_wrong_type_and_a_sweep_without_one(tmp_pat
 
 
 def test_threads_idle_longer_than_the_ttl_are_deleted_and_their_space_returned(
-    tmp_path: Path,
+    location: str,
 ) -> None:
     clock = Clock()
-    path = tmp_path / "e.ckpt"
+    path = location
     with opened(path, on_demand(60), clock) as (db, saver):
         for thread in ("old-1", "old-2"):
             grow(saver, thread, 4)
@@ -220,9 +220,9 @@ def test_threads_idle_longer_than_the_ttl_are_deleted_and_their_space_returned(
         assert again.threads_expired == [] and again.checkpoints_deleted == 0
 
 
-def test_a_put_or_a_pending_write_restarts_the_ttl(tmp_path: Path) -> None:
+def test_a_put_or_a_pending_write_restarts_the_ttl(location: str) -> None:
     clock = Clock()
-    with opened(tmp_path / "r.ckpt", on_demand(10), clock) as (db, saver):
+    with opened(location, on_demand(10), clock) as (db, saver):
         put_one = grow(saver, "by-put", 1)
         written = grow(saver, "by-write", 1)
         grow(saver, "idle", 1)
@@ -363,9 +363,9 @@ def test_a_read_whose_refresh_cannot_be_written_still_answers(
 # -- strategies, pins, forks -----------------------------------------------------------------
 
 
-def test_keep_latest_prunes_once_and_again_only_after_new_activity(tmp_path: Path) -> None:
+def test_keep_latest_prunes_once_and_again_only_after_new_activity(location: str) -> None:
     clock = Clock()
-    with opened(tmp_path / "k.ckpt", on_demand(10, strategy="keep_latest"), clock) as (
+    with opened(location, on_demand(10, strategy="keep_latest"), clock) as (
         db,
         saver,
     ):
@@ -395,9 +395,9 @@ def test_keep_latest_prunes_once_and_again_only_after_new_activity(tmp_path: Pat
         assert db.verify().ok
 
 
-def test_pinned_checkpoints_stay_and_their_thread_is_reported_kept(tmp_path: Path) -> None:
+def test_pinned_checkpoints_stay_and_their_thread_is_reported_kept(location: str) -> None:
     clock = Clock()
-    with opened(tmp_path / "p.ckpt", on_demand(10), clock) as (db, saver):
+    with opened(location, on_demand(10), clock) as (db, saver):
         grow(saver, "pinned", 3)
         grow(saver, "plain", 3)
         db.pin("langgraph/pinned~1", "evidence")
@@ -416,25 +416,27 @@ def test_pinned_checkpoints_stay_and_their_thread_is_reported_kept(tmp_path: Pat
         assert db.get(db.pins()[0].checkpoint_id).metadata["lg_thread_id"] == "pinned"
         assert lg_count(saver, "pinned") == 0
         assert saver.sweep_expired().threads_kept == []
-    with opened(tmp_path / "pk.ckpt", on_demand(10, strategy="keep_latest"), clock) as (
+    with opened(location, on_demand(10, strategy="keep_latest"), clock) as (
         db,
         saver,
     ):
-        grow(saver, "pinned", 3)
-        db.pin("langgraph/pinned~2", "first")
+        grow(saver, "second", 3)
+        db.pin("langgraph/second~2", "first")
         clock.advance(minutes=11)
         report = saver.sweep_expired()
-        assert [(k.thread_id, k.reason) for k in report.threads_kept] == [("pinned", "pinned")]
-        assert report.checkpoints_deleted == 2 and lg_count(saver, "pinned") == 1
-        assert db.stats().checkpoints == 2  # the newest and the pinned first
-        assert db.get(db.pins()[0].checkpoint_id).metadata["langgraph"]["step"] == 0
+        assert [(k.thread_id, k.reason) for k in report.threads_kept] == [("second", "pinned")]
+        assert report.checkpoints_deleted == 2 and lg_count(saver, "second") == 1
+        usage = {u.namespace: u.checkpoints for u in db.stats().usage}
+        assert usage["langgraph/second"] == 2  # the newest and the pinned first
+        first = next(p for p in db.pins() if p.name == "first")
+        assert db.get(first.checkpoint_id).metadata["langgraph"]["step"] == 0
 
 
 def test_a_fork_has_its_own_ttl_and_keeps_its_data_after_the_original_expires(
-    tmp_path: Path,
+    location: str,
 ) -> None:
     clock = Clock()
-    with opened(tmp_path / "f.ckpt", on_demand(10), clock) as (db, saver):
+    with opened(location, on_demand(10), clock) as (db, saver):
         grow(saver, "original", 4)
         expected = [
             (t.checkpoint["id"], t.checkpoint["channel_values"])
@@ -455,9 +457,9 @@ def test_a_fork_has_its_own_ttl_and_keeps_its_data_after_the_original_expires(
         assert db.stats().blobs == 0 and db.namespaces() == []
 
 
-def test_batches_and_limit_sweep_oldest_first(tmp_path: Path) -> None:
+def test_batches_and_limit_sweep_oldest_first(location: str) -> None:
     clock = Clock()
-    with opened(tmp_path / "b.ckpt", on_demand(10, batch=2), clock) as (db, saver):
+    with opened(location, on_demand(10, batch=2), clock) as (db, saver):
         for n in range(5):
             grow(saver, f"t{n}", 1)
             clock.advance(seconds=2)
@@ -469,9 +471,9 @@ def test_batches_and_limit_sweep_oldest_first(tmp_path: Path) -> None:
         assert touched(db) == {}
 
 
-def test_puts_interleave_with_a_sweep(tmp_path: Path) -> None:
+def test_puts_interleave_with_a_sweep(location: str) -> None:
     clock = Clock()
-    with opened(tmp_path / "i.ckpt", on_demand(10, batch=5), clock) as (_db, saver):
+    with opened(location, on_demand(10, batch=5), clock) as (_db, saver):
         for n in range(60):
             grow(saver, f"old-{n}", 3)
         clock.advance(minutes=11)
@@ -513,10 +515,10 @@ def _wait_for(condition: Any, timeout: float = 20.0) -> bool:
     return False
 
 
-def test_the_background_sweeper_sweeps_and_stops_on_close(tmp_path: Path) -> None:
+def test_the_background_sweeper_sweeps_and_stops_on_close(location: str) -> None:
     clock = Clock()
     ttl = ThreadTTL(10, sweep_interval=timedelta(milliseconds=50))
-    db = ckptdb.open(tmp_path / "bg.ckpt", clock=clock)
+    db = ckptdb.open(location, clock=clock)
     try:
         saver = CkptdbSaver(db, ttl=ttl)
         assert len(_sweepers()) == 1

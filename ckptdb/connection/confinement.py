@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import apsw
 
@@ -157,6 +157,9 @@ class IntegrationSession:
     kept it cannot run statements later, outside the transaction it was given for."""
 
     __slots__ = ("_confinement", "_open", "_raw")
+
+    #: Which SQL spelling the session takes where the engines differ.
+    dialect: Final = "sqlite"
 
     def __init__(self, raw: apsw.Connection, confinement: Confinement) -> None:
         self._raw = raw

@@ -96,6 +96,12 @@ class EngineConnection(Protocol):
         the block's writes (and propagates)."""
         ...
 
+    def integration_session(self, protected: frozenset[str]) -> AbstractContextManager[Any]:
+        """An integration's session inside the open transaction (``ckptdb.extension.Session``),
+        kept off the ``protected`` tables (see :mod:`.confinement` and
+        :mod:`.postgres.session`)."""
+        ...
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         ...

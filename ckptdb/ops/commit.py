@@ -465,8 +465,7 @@ def publish(tx: Unit, plan: CommitPlan) -> models.CommitAck:
 def _run_hook(tx: Unit, hook: Hook, ack: models.CommitAck) -> None:
     """An integration's ``on_publish`` hook, in the commit's transaction, confined to the
     integration's own tables."""
-    conn = sqlite_only(tx.conn, "an on_publish hook")
-    with conn.integration_session(CORE_TABLES) as session:
+    with tx.conn.integration_session(CORE_TABLES) as session:
         hook(session, ack)
 
 

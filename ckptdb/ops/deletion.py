@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import errors, models, validation
 from ..connection import Connection
-from ..connection.engine import EngineConnection, sqlite_only
+from ..connection.engine import EngineConnection
 from ..extension import Session
 from ..store import (
     CORE_TABLES,
@@ -181,7 +181,7 @@ def drop_namespace(
         except errors.NamespaceNotFoundError:
             if on_drop is not None and not dry_run:
                 with tx.conn.write_transaction():
-                    _run_drop_hook(sqlite_only(tx.conn, "an on_drop hook"), on_drop)
+                    _run_drop_hook(tx.conn, on_drop)
             return models.PruneReport(
                 kind="drop_namespace",
                 dry_run=dry_run,
@@ -203,8 +203,6 @@ def drop_namespace_in(
     """Drop ``namespace`` with ``tx`` (NamespaceNotFoundError when there is none);
     ``on_drop`` runs in the transaction that stores the receipt (not on a dry run)."""
     conn = tx.conn
-    if on_drop is not None:
-        sqlite_only(conn, "an on_drop hook")  # refused before anything is deleted
     ns_id = checkpoints.namespace_id(conn, namespace)
     if ns_id is None:
         raise errors.NamespaceNotFoundError(f"no namespace {namespace!r}")
@@ -229,7 +227,7 @@ def drop_namespace_in(
         checkpoints.delete_namespace_if_empty(conn, ns_id)
         settings.clear_policy(conn, namespace)
         if on_drop is not None:
-            _run_drop_hook(sqlite_only(conn, "an on_drop hook"), on_drop)
+            _run_drop_hook(conn, on_drop)
 
     return delete_selected(
         tx,
@@ -244,7 +242,7 @@ def drop_namespace_in(
     )
 
 
-def _run_drop_hook(conn: Connection, hook: DropHook) -> None:
+def _run_drop_hook(conn: EngineConnection, hook: DropHook) -> None:
     """An integration's ``on_drop`` hook, inside the caller's write transaction, confined
     to the integration's own tables (as ``on_publish`` is)."""
     with conn.integration_session(CORE_TABLES) as session:

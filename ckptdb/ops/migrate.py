@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import errors, files, limits, models
 from ..connection import Connection
-from ..connection.engine import sqlite_only
+from ..connection.engine import EngineConnection, sqlite_only
 from ..store import entry_move, migrations, settings
 from . import receipts as receipt_op
 from .unit import Clock, Unit, holds
@@ -208,24 +208,40 @@ def apply_set(tx: Unit, name: str, directory: Traversable | str) -> list[int]:
             f"migration set name must match [a-z][a-z0-9_]* and not be 'core', got {name!r}"
         )
     folder = Path(directory) if isinstance(directory, str) else directory
+    conn = tx.conn
+    if conn.dialect != "sqlite":
+        # An integration ships each engine's set apart, as the core does: the same model
+        # in the engine's own SQL, under ``<directory>/<dialect>/``.
+        folder = folder / conn.dialect
+        if not folder.is_dir():
+            raise errors.EngineUnsupportedError(
+                f"migration set {name!r} ships no {conn.dialect} migrations (no "
+                f"{conn.dialect}/ folder beside its SQLite ones); nothing was written. Use "
+                "an SQLite database for this integration."
+            )
     mset = migrations.load_set(name, folder)
-    conn = sqlite_only(tx.conn, "an integration's migrations")
     return [m.version for m in apply_pending(conn, mset, tx.handle.clock)]
 
 
 def apply_pending(
-    conn: Connection, mset: migrations.MigrationSet, clock: Clock, *, target: int | None = None
+    conn: EngineConnection,
+    mset: migrations.MigrationSet,
+    clock: Clock,
+    *,
+    target: int | None = None,
 ) -> list[migrations.Migration]:
     """Apply the pending migrations of ``mset`` up to ``target`` (default: all), in order,
-    each in its own ``BEGIN IMMEDIATE`` transaction. A failure rolls back that migration
-    only: the file stays at the last completed version. (Takes the connection: opening a
-    file runs it before any handle exists.)"""
+    each in its own write transaction (under the schema's lock, so machines applying one
+    set at once apply each migration once). A failure rolls back that migration only: the
+    database stays at the last completed version. (Takes the connection: opening a file
+    runs it before any handle exists.)"""
     goal = migrations.check_target(mset, target)
     done: list[migrations.Migration] = []
     for migration in migrations.check_history(conn, mset):
         if migration.version > goal:
             break
         with conn.write_transaction():
+            conn.lock(migrations.SCHEMA_LOCK)
             applied = migrations.apply_next(conn, mset, migration, clock())
         if applied:
             done.append(migration)

@@ -10,9 +10,8 @@ rows the core's guarantees rest on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
-from ..connection.engine import sqlite_only
 from ..extension import Session
 from ..store import CORE_TABLES
 from .handle import Handle
@@ -25,7 +24,7 @@ def write_session(handle: Handle) -> Iterator[Session]:
     # Confined to the integration's own tables: it moves no pointer.
     with (
         writing(handle, keeps_heads=True) as tx,
-        sqlite_only(tx.conn, "a write session").integration_session(CORE_TABLES) as s,
+        tx.conn.integration_session(CORE_TABLES) as s,
     ):
         yield s
 
@@ -34,8 +33,11 @@ def write_session(handle: Handle) -> Iterator[Session]:
 def read_session(handle: Handle, *, snapshot: bool) -> Iterator[Session]:
     """See :meth:`ckptdb.Database.read_session`."""
     # Confined too: a read session has no business writing, least of all core rows.
-    with (
-        reading(handle, snapshot=snapshot) as tx,
-        sqlite_only(tx.conn, "a read session").integration_session(CORE_TABLES) as session,
-    ):
-        yield session
+    with reading(handle, snapshot=snapshot) as tx:
+        # PostgreSQL: always one read-only transaction -- outside one, a statement would
+        # commit on its own, writes and all.
+        one_snapshot = (
+            tx.conn.read_transaction() if tx.conn.dialect == "postgresql" else nullcontext()
+        )
+        with one_snapshot, tx.conn.integration_session(CORE_TABLES) as session:
+            yield session

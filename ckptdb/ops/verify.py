@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from .. import canonical, errors, models, validation
 from ..connection import Connection
-from ..connection.engine import EngineConnection, sqlite_only
+from ..connection.engine import EngineConnection
 from ..store import (
     CORE_TABLES,
     blob_scans,
@@ -506,9 +506,7 @@ def _integrations(conn: EngineConnection, quick: bool, report: _Report) -> None:
             continue
         hook = _hook(name)
         if hook is not None:
-            with sqlite_only(conn, "an integration's verify hook").integration_session(
-                CORE_TABLES
-            ) as session:
+            with conn.integration_session(CORE_TABLES) as session:
                 report.problems.extend(hook(session, quick))
 
 

@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ... import errors
 from .placeholders import bind
+from .session import PgIntegrationSession
 from .translate import DRIVER_ERRORS, lost, translate
 
 Row = tuple[Any, ...]
@@ -76,6 +77,7 @@ class PgConnection:
         self.readonly = readonly
         self._lock = threading.RLock()
         self._in_transaction = False
+        self._writing = False  # the open transaction is a write transaction
         self._rowcount = -1
         self._cursor_names = itertools.count()
         #: called right after each write transaction began (the handle drops its caches
@@ -232,6 +234,7 @@ class PgConnection:
                     "internal: write_transaction entered while a transaction is open"
                 )
             self._begin("BEGIN ISOLATION LEVEL READ COMMITTED")
+            self._writing = True
             try:
                 if self.on_write_begin is not None:
                     self.on_write_begin()
@@ -242,7 +245,7 @@ class PgConnection:
             try:
                 self._raw.execute("COMMIT")
             except DRIVER_ERRORS as exc:
-                self._in_transaction = False
+                self._in_transaction = self._writing = False
                 if lost(exc):
                     raise errors.CommitOutcomeUnknownError(
                         f"COMMIT: the connection to PostgreSQL was lost ({exc}); the "
@@ -250,7 +253,7 @@ class PgConnection:
                         "it converges on the same result."
                     ) from exc
                 raise translate(exc, "COMMIT") from exc
-            self._in_transaction = False
+            self._in_transaction = self._writing = False
 
     @contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -302,6 +305,15 @@ class PgConnection:
             raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
         self.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(name),))
 
+    def integration_session(self, protected: frozenset[str]) -> PgIntegrationSession:
+        """A session for an integration's statements inside the open transaction, kept off
+        ckptdb's tables by the guard triggers (``protected`` is what the schema's triggers
+        guard: ckptdb's core tables) -- see :mod:`.session`."""
+        del protected  # the schema names them (migration 4), not the caller
+        if not self._in_transaction:
+            raise errors.CkptdbError("internal: an integration session needs a transaction")
+        return PgIntegrationSession(self, writes=self._writing)
+
     def _begin(self, statement: str) -> None:
         try:
             self._raw.execute(statement)
@@ -312,7 +324,7 @@ class PgConnection:
     def _rollback_quietly(self) -> None:
         # A failing ROLLBACK (the connection is gone) is secondary to the error already
         # propagating: the server rolls back a transaction whose session ended.
-        self._in_transaction = False
+        self._in_transaction = self._writing = False
         if self.closed:
             return
         try:

@@ -18,6 +18,8 @@ DRIVER_ERRORS = (psycopg.Error,)
 _RETRY = {"40001", "40P01", "55P03", "57014"}
 #: The server going away under a session (admin or crash shutdown, not accepting yet).
 _SERVER_GONE = {"57P01", "57P02", "57P03"}
+#: The state of a session's write refused by a core table's guard (migration 4).
+GUARD_STATE = "CK001"
 #: Text PostgreSQL cannot store: a NUL character, a byte sequence invalid in UTF-8.
 _BAD_TEXT = {"22021", "22P05"}
 
@@ -52,6 +54,13 @@ def translate(exc: BaseException, what: str) -> errors.CkptdbError:
         state = "22021"  # the client refuses a NUL in text before sending it
     if state is None:
         return errors.SqlError(f"{detail}.")
+    if state == GUARD_STATE and isinstance(exc, psycopg.Error):
+        return errors.IntegrationWriteRefusedError(
+            f"{str(exc).strip()}. The statement did not run; nothing was written, and on "
+            "PostgreSQL the transaction around it rolls back.",
+            statement=str(exc.diag.message_detail or ""),
+            target=str(exc.diag.table_name or ""),
+        )
     if state in _RETRY:
         return errors.BusyTimeoutError(
             f"{detail}. Another transaction held a lock this one needed, or won a race with "

@@ -51,6 +51,14 @@ MIGRATION_SET = "langgraph"
 Encryption = str | Callable[[RunnableConfig], "str | None"] | None
 
 
+#: Whether the integration's tables exist, per engine (a read-only open does not create them).
+_HAS_TABLES = {
+    "sqlite": "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'",
+    "postgresql": "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname ="
+    " current_schema() AND tablename = 'lg_checkpoint'",
+}
+
+
 def migrations_dir() -> Any:
     """The integration's migration set, shipped inside the package."""
     return files(__package__) / "migrations"
@@ -104,6 +112,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._shared_pending = False
         # Keys of lg_meta when the saver opened read-write: upgrade steps left to finish.
         self._markers: set[str] = set()
+        # Which engine the database is on (set by _setup): a few statements differ.
+        self._dialect = "sqlite"
         if isinstance(db, Database):
             self.db = db
             self._owns_db = False
@@ -127,6 +137,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             self.db.apply_migration_set(MIGRATION_SET, migrations_dir())
             # The markers of unfinished upgrade steps, read once for every part's _setup.
             with self.db.read_session(snapshot=False) as s:
+                self._dialect = s.dialect
                 self._markers = {str(r[0]) for r in s.execute("SELECT key FROM lg_meta")}
             if sealing.UNSEALED_MARKER in self._markers:
                 with self.db.write_session() as s:
@@ -134,9 +145,8 @@ class SaverCore(BaseCheckpointSaver[str]):
                 log.info("sealed %d pending writes written before schema version 2", sealed)
             return
         with self.db.read_session() as s:
-            found = s.scalar(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
-            )
+            self._dialect = s.dialect
+            found = s.scalar(_HAS_TABLES[s.dialect])
             version = sealing.set_version(s) if found else 0
             if version >= sealing.SEALED_VERSION:
                 self._unsealed_ok = sealing.unsealed_pending(s)

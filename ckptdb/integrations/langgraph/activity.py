@@ -21,14 +21,20 @@ ACTIVITY_VERSION = 4
 UNSET_REFRESH_MS = 60_000
 
 
+#: The upsert of a thread's activity, per engine (SQLite's two-argument max() is
+#: PostgreSQL's greatest()).
+_TOUCH = {
+    dialect: "INSERT INTO lg_thread (thread_id, touched_at_ms) VALUES (?, ?) ON CONFLICT"
+    f" (thread_id) DO UPDATE SET touched_at_ms = {larger}(lg_thread.touched_at_ms,"
+    " excluded.touched_at_ms)"
+    for dialect, larger in (("sqlite", "max"), ("postgresql", "greatest"))
+}
+
+
 def touch(session: Session, thread_id: str, at_ms: int) -> None:
     """Record activity of the thread at ``at_ms`` (never moving its time back: another
     process's clock may be a little behind this one's)."""
-    session.execute(
-        "INSERT INTO lg_thread (thread_id, touched_at_ms) VALUES (?, ?) ON CONFLICT (thread_id)"
-        " DO UPDATE SET touched_at_ms = max(touched_at_ms, excluded.touched_at_ms)",
-        (thread_id, at_ms),
-    )
+    session.execute(_TOUCH[session.dialect], (thread_id, at_ms))
 
 
 def forget(session: Session, thread_id: str, *, idle_before_ms: int | None = None) -> bool:

@@ -86,8 +86,9 @@ class Copying(PendingWrites):
         touch_at = self.db.clock()
         with self.db.write_session() as s:
             s.executemany(
-                "INSERT OR IGNORE INTO lg_checkpoint (thread_id, checkpoint_ns, checkpoint_id,"
-                " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO lg_checkpoint (thread_id, checkpoint_ns, checkpoint_id,"
+                " parent_checkpoint_id, ckpt_id, run_id) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
                 copied,
             )
             activity.touch(s, dst, touch_at)
@@ -119,9 +120,9 @@ class Copying(PendingWrites):
                 )
                 out.append(sealing.sealed_row(stored))
             s.executemany(
-                "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
+                "INSERT INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
                 " task_id, idx, channel, type, value, task_path, digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 out,
             )
         self._cache.put_touched(dst, touch_at)

@@ -515,9 +515,9 @@ def _import_writes(
         if batch and saver is not None and not dry_run:
             with saver.db.write_session() as s:
                 s.executemany(
-                    "INSERT OR IGNORE INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
+                    "INSERT INTO lg_write (thread_id, checkpoint_ns, checkpoint_id,"
                     " task_id, idx, channel, type, value, task_path, digest)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [sealing.sealed_row(r) for r in batch],
                 )
         batch.clear()

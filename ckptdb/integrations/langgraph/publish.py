@@ -73,9 +73,12 @@ class Publish(Threads):
             if touch_at is not None:
                 activity.touch(session, thread_id, touch_at)
             session.execute(
-                "INSERT OR REPLACE INTO lg_checkpoint (thread_id, checkpoint_ns,"
+                "INSERT INTO lg_checkpoint (thread_id, checkpoint_ns,"
                 " checkpoint_id, parent_checkpoint_id, ckpt_id, run_id)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, checkpoint_ns,"
+                " checkpoint_id) DO UPDATE SET parent_checkpoint_id ="
+                " excluded.parent_checkpoint_id, ckpt_id = excluded.ckpt_id,"
+                " run_id = excluded.run_id",
                 (thread_id, ns, checkpoint_id, parent_id, ack.checkpoint_id, run_id),
             )
 

@@ -39,12 +39,16 @@ _NEWEST_IS = (
 )
 
 
-def metadata_clause(wanted: dict[str, Any]) -> tuple[str | None, builtins.list[Any], bool]:
+def metadata_clause(
+    wanted: dict[str, Any], dialect: str = "sqlite"
+) -> tuple[str | None, builtins.list[Any], bool]:
     """A SQL condition on ``lg_checkpoint`` rows that keeps every checkpoint whose LangGraph
     metadata may hold all of ``wanted``'s scalar pairs (strings, numbers, booleans, None),
     its parameters, and whether it covers every pair. It is a superset: metadata SQL cannot
     read (sealed in a key scope) passes, and Python checks each result with ``==`` after
     reading it; pairs with other values (maps, lists) are left to Python alone."""
+    if dialect == "postgresql":
+        return _metadata_clause_pg(wanted)
     terms: builtins.list[str] = []
     values: builtins.list[Any] = []
     for key, value in wanted.items():
@@ -69,6 +73,38 @@ def metadata_clause(wanted: dict[str, Any]) -> tuple[str | None, builtins.list[A
     # small manifest rows, never the checkpoint content.
     clause = (
         "ckpt_id IN (SELECT k.checkpoint_id FROM checkpoints k WHERE instr(k.metadata, ?) > 0"
+        " OR (" + " AND ".join(terms) + "))"
+    )
+    sealed = canonical_json(SEALED_METADATA) + ":"
+    return clause, [sealed, *values], len(terms) == len(wanted)
+
+
+def _metadata_clause_pg(wanted: dict[str, Any]) -> tuple[str | None, builtins.list[Any], bool]:
+    """:func:`metadata_clause` on PostgreSQL: strings, None and integers beyond the booleans'
+    range are pushed (jsonb compares them exactly as the stored canonical JSON says them);
+    other numbers are left to Python (1 == 1.0 == True there, not in jsonb)."""
+    terms: builtins.list[str] = []
+    values: builtins.list[Any] = []
+    for key, value in wanted.items():
+        if not isinstance(key, str):
+            continue
+        if value is None:  # missing or null, as SQLite's json_extract reads both
+            terms.append(
+                "coalesce(k.metadata::jsonb -> 'langgraph' -> ?, 'null'::jsonb) = 'null'::jsonb"
+            )
+            values.append(key)
+        elif isinstance(value, str) or (type(value) is int and 1 < abs(value) < 2**63):
+            # The canonical spelling must appear in the text (strpos rejects nearly every
+            # row before jsonb parses it); jsonb decides.
+            terms.append(
+                "strpos(k.metadata, ?) > 0 AND (k.metadata::jsonb -> 'langgraph' -> ?) = ?::jsonb"
+            )
+            spelled = canonical_json(value)
+            values.extend((canonical_json(key) + ":" + spelled, key, spelled))
+    if not terms:
+        return None, [], False
+    clause = (
+        "ckpt_id IN (SELECT k.checkpoint_id FROM checkpoints k WHERE strpos(k.metadata, ?) > 0"
         " OR (" + " AND ".join(terms) + "))"
     )
     sealed = canonical_json(SEALED_METADATA) + ":"
@@ -188,7 +224,7 @@ class Reads(PendingWrites, Content):
             params.append(wanted["run_id"])
         pushed = True
         if wanted:
-            matching, values, pushed = metadata_clause(wanted)
+            matching, values, pushed = metadata_clause(wanted, self._dialect)
             if matching:
                 where.append(matching)
                 params.extend(values)

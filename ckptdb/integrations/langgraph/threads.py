@@ -65,7 +65,8 @@ def register(session: Session, namespace: str, thread_id: str, ns: str) -> None:
     """Register ``namespace`` to the pair (if it is not yet) and check that it is theirs
     alone (:func:`check_owner`), in the caller's write transaction."""
     session.execute(
-        "INSERT OR IGNORE INTO lg_namespace (namespace, thread_id, checkpoint_ns) VALUES (?, ?, ?)",
+        "INSERT INTO lg_namespace (namespace, thread_id, checkpoint_ns) VALUES (?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
         (namespace, thread_id, ns),
     )
     check_owner(session, namespace, thread_id, ns)

@@ -29,6 +29,21 @@ from .threads import thread_of
 _NO_STATE = ThreadState("", False, None, {})
 
 
+_INSERT = (
+    "INSERT INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
+    " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: A special channel's write replaces the one before it as a new row (a new write_id: it
+#: sorts after the writes it follows), on either engine.
+_REPLACE = {
+    "sqlite": _INSERT.replace("INSERT", "INSERT OR REPLACE", 1),
+    "postgresql": _INSERT
+    + " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET"
+    " write_id = DEFAULT, channel = excluded.channel, type = excluded.type,"
+    " value = excluded.value, task_path = excluded.task_path, digest = excluded.digest",
+}
+
+
 class Writes(Publish, PendingWrites):
     """Writing: ``put`` (one ckptdb commit per LangGraph checkpoint) and ``put_writes``."""
 
@@ -242,16 +257,12 @@ class Writes(Publish, PendingWrites):
             (replace if index < 0 else keep).append(sealed)
             # Sealed here from the caller's values: reading it back need not hash it again.
             self._cache.put_sealed(sealed[9], sealed[:9])
-        columns = (
-            " INTO lg_write (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
-            " type, value, task_path, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
         touch_at = self._activity_due(thread_id)
         with self.db.write_session() as s:
             if keep:
-                s.executemany("INSERT OR IGNORE" + columns, keep)
+                s.executemany(_INSERT + " ON CONFLICT DO NOTHING", keep)
             if replace:
-                s.executemany("INSERT OR REPLACE" + columns, replace)
+                s.executemany(_REPLACE[s.dialect], replace)
             if touch_at is not None:
                 activity.touch(s, thread_id, touch_at)
         if touch_at is not None:
