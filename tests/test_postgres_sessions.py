@@ -37,6 +37,9 @@ def _own_migrations(tmp_path: Path, *, with_postgresql: bool = True) -> Path:
         (folder / "postgresql").mkdir(exist_ok=True)
         (folder / "postgresql" / "0001_ext.sql").write_text(
             "CREATE TABLE ext_map (cid TEXT PRIMARY KEY, label TEXT);"
+            # a function of the integration's that writes a core table when called
+            "CREATE FUNCTION ext_wipe_pins() RETURNS bigint LANGUAGE sql AS"
+            " 'WITH gone AS (DELETE FROM pin RETURNING 1) SELECT count(*) FROM gone';"
         )
     return folder
 
@@ -80,6 +83,8 @@ GUARDED = [
     "UPDATE setting SET value = value",
     "WITH gone AS (DELETE FROM checkpoint RETURNING 1) SELECT count(*) FROM gone",
     "/* a comment */ -- and another\n DELETE FROM pin",
+    "SELECT ext_wipe_pins()",  # the write is the function's: the client's statement decides
+    "SELECT set_config('ckptdb.session', '', true), ext_wipe_pins()",
 ]
 #: Statements the session refuses before sending them.
 UNSENT = [
@@ -87,7 +92,7 @@ UNSENT = [
     "DROP TABLE ext_map",
     "ALTER TABLE ext_map ADD COLUMN extra TEXT",
     "TRUNCATE checkpoint",
-    "SET ckptdb.session = ''",
+    "SET search_path = pg_catalog",
     "RESET ALL",
     "BEGIN",
     "COMMIT",
@@ -98,6 +103,16 @@ UNSENT = [
     "VACUUM",
     "",
 ]
+
+
+def test_both_engines_and_the_guard_know_one_session_mark() -> None:
+    from ckptdb.connection.confinement import SESSION_MARK as SQLITE_MARK
+    from ckptdb.connection.postgres.session import SESSION_MARK
+    from ckptdb.store.migrations import postgresql_core_set
+
+    assert SESSION_MARK == SQLITE_MARK
+    guard = postgresql_core_set().get(5)
+    assert guard is not None and f"'{SESSION_MARK.strip()}'" in guard.sql
 
 
 def test_a_session_reads_core_tables_and_writes_its_own(ext_db: ckptdb.Database) -> None:
@@ -147,6 +162,18 @@ def test_the_guard_refuses_every_core_write_and_the_transaction_rolls_back(
     with ext_db.read_session() as s:
         assert s.scalar("SELECT count(*) FROM ext_map") == 0
     assert ext_db.verify().ok
+
+
+@pytest.mark.parametrize("sql", GUARDED)
+def test_the_guard_holds_for_a_transactions_first_statement(
+    ext_db: ckptdb.Database, pg_url: str, sql: str
+) -> None:
+    """The first statement of a transaction may travel with its BEGIN in one round trip;
+    never a session's, whose text the guard reads."""
+    before = _core_state(pg_url)
+    with pytest.raises(errors.IntegrationWriteRefusedError), ext_db.write_session() as s:
+        s.execute(sql)
+    assert _core_state(pg_url) == before
 
 
 @pytest.mark.parametrize("sql", GUARDED[:4] + UNSENT[:4])

@@ -20,16 +20,20 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, cast
 
 from .. import errors
 from ..connection import Connection
 from ..connection.engine import EngineConnection
-from ..store import Store, schema, scopes
+from ..store import Store, quotas, schema, scopes
 from ..store.chunking import Chunker
 from ..store.migrations import Migration
 from ..store.rows import CheckpointRow, EntryRow, PointerRow
 from ..store.scopes import Keyring
 from .unit import Clock, system_clock
+
+if TYPE_CHECKING:
+    from ..connection.postgres import PgConnection
 
 #: Verified manifests remembered per handle.
 MANIFEST_CACHE = 4096
@@ -195,9 +199,11 @@ class Handle:
         if not isinstance(conn, Connection):
             # PostgreSQL has no data version, and other writers commit at any moment: the
             # caches of rows they may change are dropped at every write transaction.
+            shared = cast("PgConnection", conn)
+
             def begin_shared() -> None:
                 self.heads.clear()
-                self.store.quotas.invalidate()
+                quotas.prefetch(shared, self.store.quotas)  # read with the BEGIN
 
             conn.on_write_begin = begin_shared
             return

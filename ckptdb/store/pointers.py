@@ -266,15 +266,32 @@ def move(
     else:
         # A compare-and-swap on the pointer the caller read (or cached): a move decided
         # against any other state would fork the chain, so it writes nothing instead.
-        moved = conn.execute(
+        cas = (
             "UPDATE pointer SET current_seq = ?, fallback_seq = ?, revision = ?, digest = ?,"
             " previous_digest = ?, updated_at_ms = ?, confirmed_at_ms = NULL"
-            " WHERE namespace_id = ? AND revision = ? AND digest = ? RETURNING 1",
-            (
-                new_seq, fallback_seq, revision, digest, previous_digest, now_ms,
-                namespace_id, previous.revision, previous.digest,
-            ),
+            " WHERE namespace_id = ? AND revision = ? AND digest = ? RETURNING 1"
+        )
+        values = (
+            new_seq, fallback_seq, revision, digest, previous_digest, now_ms,
+            namespace_id, previous.revision, previous.digest,
         )  # fmt: skip
+        logged = (
+            namespace_id, revision, new_id, fallback_id, previous_digest, digest, reason, now_ms,
+        )  # fmt: skip
+        if conn.dialect == "postgresql":
+            # The move and its history row in one statement (one round trip to the
+            # server): the row is written only when the compare-and-swap moved.
+            moved = conn.execute(
+                f"WITH moved AS ({cas}) INSERT INTO pointer_history (namespace_id, revision,"
+                " current_id, fallback_id, previous_digest, digest, reason, at_ms)"
+                " SELECT ?, ?, ?, ?, ?, ?, ?, ? FROM moved RETURNING 1",
+                (*values, *logged),
+            )
+            if moved:
+                return _moved(namespace, namespace_id, new_seq, new_id, fallback_id, revision,
+                              digest, previous_digest, now_ms, current, scope_id)  # fmt: skip
+        else:
+            moved = conn.execute(cas, values)
         if not moved:
             raise errors.ConflictError(
                 f"namespace {namespace!r}: CURRENT moved while this change was being "
@@ -290,6 +307,24 @@ def move(
         " previous_digest, digest, reason, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (namespace_id, revision, new_id, fallback_id, previous_digest, digest, reason, now_ms),
     )
+    return _moved(namespace, namespace_id, new_seq, new_id, fallback_id, revision, digest,
+                  previous_digest, now_ms, current, scope_id)  # fmt: skip
+
+
+def _moved(
+    namespace: str,
+    namespace_id: int,
+    new_seq: int,
+    new_id: str,
+    fallback_id: str | None,
+    revision: int,
+    digest: str,
+    previous_digest: str | None,
+    now_ms: int,
+    current: CurrentSummary | None,
+    scope_id: int | None,
+) -> PointerRow:
+    """The pointer as a move just wrote it."""
     return PointerRow(
         namespace_id, namespace, new_seq, new_id, fallback_id, revision, digest,
         previous_digest, now_ms, current, scope_id, True,

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import errors, models
 from ..connection.engine import EngineConnection
 from .rows import check_types
+
+if TYPE_CHECKING:
+    from ..connection.postgres import PgConnection
 
 _N = type(None)
 _QUOTA_TYPES: tuple[Any, ...] = (str, str, (int, _N), (int, _N), str, int)
@@ -118,11 +121,20 @@ class QuotaCache:
 # -- the quota rows ----------------------------------------------------------------------
 
 
+_ALL = f"SELECT {_COLUMNS} FROM quota ORDER BY prefix, applies_to"
+
+
 def all_quotas(conn: EngineConnection) -> list[QuotaRow]:
     """Every stored quota, by prefix then applies_to."""
-    return [
-        _row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM quota ORDER BY prefix, applies_to")
-    ]
+    return [_row(r) for r in conn.execute(_ALL)]
+
+
+def prefetch(conn: PgConnection, cache: QuotaCache) -> None:
+    """Refill ``cache`` with the rows as the write transaction just begun sees them, in the
+    round trip of its BEGIN (PostgreSQL, where other writers may change them at any time
+    and every write transaction reads them again)."""
+    cache.invalidate()
+    conn.prefetch(_ALL, lambda rows: cache.fill([_row(r) for r in rows]))
 
 
 def get(conn: EngineConnection, prefix: str, applies_to: str) -> QuotaRow | None:

@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ... import errors
 from .placeholders import bind
-from .session import PgIntegrationSession
+from .session import SESSION_MARK, PgIntegrationSession
 from .translate import DRIVER_ERRORS, lost, translate
 
 Row = tuple[Any, ...]
@@ -77,7 +77,10 @@ class PgConnection:
         self.readonly = readonly
         self._lock = threading.RLock()
         self._in_transaction = False
-        self._writing = False  # the open transaction is a write transaction
+        # A BEGIN not sent yet, and the queries to run right after it (prefetch): they go
+        # in one round trip with the transaction's first statement, or just before it when
+        # that statement takes parameters (see _begin).
+        self._pending: list[tuple[str, Callable[[list[Row]], None] | None]] = []
         self._rowcount = -1
         self._cursor_names = itertools.count()
         #: called right after each write transaction began (the handle drops its caches
@@ -157,7 +160,15 @@ class PgConnection:
         text, values = bind(sql, params)
         try:
             with self._lock:
-                cursor = self._raw.execute(text, values)
+                if self._pending and not values and not sql.startswith(SESSION_MARK):
+                    # One round trip for all (the simple protocol takes several statements;
+                    # without parameters the text is the caller's, its % signs single). Never
+                    # a session's statement: the guard reads the text the client sent, which
+                    # must start with the session's mark (migration 5).
+                    cursor = self._send_pending(sql)
+                else:
+                    self._send_pending()
+                    cursor = self._raw.execute(text, values)
                 self._rowcount = cursor.rowcount
                 return cursor.fetchall() if cursor.description is not None else []
         except DRIVER_ERRORS as exc:
@@ -167,6 +178,7 @@ class PgConnection:
         """Run every statement of a script without parameters (a migration)."""
         try:
             with self._lock:
+                self._send_pending()
                 self._raw.execute(sql.encode(), prepare=False)
         except DRIVER_ERRORS as exc:
             raise translate(exc, "PostgreSQL") from exc
@@ -179,6 +191,7 @@ class PgConnection:
         values = [bind(sql, row)[1] for row in rows]
         try:
             with self._lock, self._raw.cursor() as cursor:
+                self._send_pending()
                 cursor.executemany(text, values)
                 self._rowcount = cursor.rowcount
         except DRIVER_ERRORS as exc:
@@ -204,6 +217,8 @@ class PgConnection:
             cursor = self._raw.cursor(name=f"ckptdb_{next(self._cursor_names)}")
         try:
             try:
+                with self._lock:
+                    self._send_pending()
                 cursor.execute(text, values)
                 while rows := cursor.fetchmany(batch):
                     yield from rows
@@ -234,7 +249,6 @@ class PgConnection:
                     "internal: write_transaction entered while a transaction is open"
                 )
             self._begin("BEGIN ISOLATION LEVEL READ COMMITTED")
-            self._writing = True
             try:
                 if self.on_write_begin is not None:
                     self.on_write_begin()
@@ -242,10 +256,14 @@ class PgConnection:
             except BaseException:
                 self._rollback_quietly()
                 raise
+            if self._pending:  # not one statement: nothing to commit
+                self._pending = []
+                self._in_transaction = False
+                return
             try:
                 self._raw.execute("COMMIT")
             except DRIVER_ERRORS as exc:
-                self._in_transaction = self._writing = False
+                self._in_transaction = False
                 if lost(exc):
                     raise errors.CommitOutcomeUnknownError(
                         f"COMMIT: the connection to PostgreSQL was lost ({exc}); the "
@@ -253,7 +271,7 @@ class PgConnection:
                         "it converges on the same result."
                     ) from exc
                 raise translate(exc, "COMMIT") from exc
-            self._in_transaction = self._writing = False
+            self._in_transaction = False
 
     @contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -269,6 +287,10 @@ class PgConnection:
             except BaseException:
                 self._rollback_quietly()
                 raise
+            if self._pending:  # not one statement: nothing to end
+                self._pending = []
+                self._in_transaction = False
+                return
             try:
                 self._raw.execute("COMMIT")
             except DRIVER_ERRORS as exc:
@@ -303,7 +325,10 @@ class PgConnection:
         asks for it waits until this one ends (up to the lock timeout: BusyTimeoutError)."""
         if not self._in_transaction:
             raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
-        self.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(name),))
+        # The key inline (an integer): a statement without parameters goes in one round
+        # trip with a BEGIN not sent yet -- a write transaction's first statement is often
+        # this lock.
+        self.execute(f"SELECT pg_advisory_xact_lock({lock_key(name)})")
 
     def integration_session(self, protected: frozenset[str]) -> PgIntegrationSession:
         """A session for an integration's statements inside the open transaction, kept off
@@ -312,19 +337,53 @@ class PgConnection:
         del protected  # the schema names them (migration 4), not the caller
         if not self._in_transaction:
             raise errors.CkptdbError("internal: an integration session needs a transaction")
-        return PgIntegrationSession(self, writes=self._writing)
+        return PgIntegrationSession(self)
 
     def _begin(self, statement: str) -> None:
-        try:
-            self._raw.execute(statement)
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, "BEGIN") from exc
+        """Open a transaction: ``statement`` is sent with the transaction's first statement
+        (one round trip less when that one takes no parameters), or not at all when the
+        block runs none. A BEGIN cannot fail on its own but for a lost connection, which
+        the first statement reports all the same."""
+        self._pending = [(statement, None)]
         self._in_transaction = True
+
+    def prefetch(self, sql: str, deliver: Callable[[list[Row]], None]) -> None:
+        """Run the query ``sql`` (no parameters) right after the BEGIN of the transaction
+        just opened, in the same round trip as it, and hand its rows to ``deliver`` then:
+        a read every transaction needs (the quota rules) costs no round trip of its own.
+        Outside a transaction whose BEGIN is still to be sent, it runs at once."""
+        with self._lock:
+            if self._pending:
+                self._pending.append((sql, deliver))
+                return
+        deliver(self.execute(sql))
+
+    def _send_pending(self, then: str | None = None) -> Any:
+        """Send the BEGIN not sent yet and the queries to run after it, and ``then`` (a
+        statement without parameters), as one simple-protocol round trip; deliver the
+        queries' rows; return the cursor on ``then``'s result. Nothing to send: None (the
+        caller holds the lock and translates errors)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return None
+        texts = [sql for sql, _ in pending] + ([then] if then is not None else [])
+        cursor = self._raw.execute("; ".join(texts).encode(), prepare=False)
+        for i, (_, deliver) in enumerate(pending):
+            if i:
+                cursor.nextset()
+            if deliver is not None:
+                deliver(cursor.fetchall())
+        if then is not None:
+            cursor.nextset()
+        return cursor
 
     def _rollback_quietly(self) -> None:
         # A failing ROLLBACK (the connection is gone) is secondary to the error already
         # propagating: the server rolls back a transaction whose session ended.
-        self._in_transaction = self._writing = False
+        self._in_transaction = False
+        if self._pending:  # never sent: nothing to roll back
+            self._pending = []
+            return
         if self.closed:
             return
         try:

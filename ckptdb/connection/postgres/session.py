@@ -4,11 +4,13 @@ ckptdb opened, kept off ckptdb's own tables (the ``ckptdb.extension.Session`` pr
 
 PostgreSQL has no authorizer, so the confinement is in two parts:
 
-* every core table has a statement-level trigger (migration 4 of this engine) that refuses
-  a write while the transaction-local setting ``ckptdb.session`` is ``on``: a session sets
-  it before its first statement and clears it when its block ends, so ckptdb's own
-  statements around it (a commit's, whose ``on_publish`` hook the session serves) write as
-  before. The server raises SQLSTATE ``CK001``: :class:`IntegrationWriteRefusedError`.
+* every session statement is sent starting with :data:`SESSION_MARK` (a comment none of
+  ckptdb's own statements starts with), and every core table has a statement-level trigger
+  (migrations 4 and 5 of this engine) that refuses a write while the statement the client
+  sent starts with it -- also a write made by a function that statement called. ckptdb's
+  own statements around a session (a commit's, whose ``on_publish`` hook the session
+  serves) write as before, and a session costs no statement of its own. The server raises
+  SQLSTATE ``CK001``: :class:`IntegrationWriteRefusedError`.
 * a statement that is not a query or a row write (DDL, ``SET``/``RESET``, transaction
   control, ``COPY``, ``LOCK``, ``VACUUM``, ...) is refused here, by its first keyword,
   before it is sent: it writes nothing and the transaction stays usable.
@@ -17,8 +19,7 @@ One difference from SQLite, said in docs/postgresql.md: a statement the *server*
 (the guard, a constraint) aborts the transaction, so the block must end -- its error rolls
 the transaction back. SQLite refuses while preparing and leaves the transaction usable.
 
-A read session runs in a ``READ ONLY`` transaction, which refuses every write by itself:
-no setting is needed there.
+A read session runs in a ``READ ONLY`` transaction, which refuses every write by itself.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from ... import errors
 
 if TYPE_CHECKING:
     from .driver import Params, PgConnection, Row
+
+#: What every session statement starts with: the SQLite engine's mark
+#: (``confinement.SESSION_MARK``), which this engine's guard trigger looks for (migration 5).
+SESSION_MARK: Final = "/* ckptdb integration session */ "
 
 #: The first keywords a session's statement may start with: queries and row writes.
 _ALLOWED: Final = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "TABLE"})
@@ -92,18 +97,14 @@ class PgIntegrationSession:
     """Statements of an integration in the transaction ckptdb opened on ``conn`` (see the
     module docstring). Use it as a context manager; it works inside its block only."""
 
-    __slots__ = ("_conn", "_guarded", "_open")
+    __slots__ = ("_conn", "_open")
 
     #: Which SQL spelling the session takes where the engines differ.
     dialect: Final = "postgresql"
 
-    def __init__(self, conn: PgConnection, *, writes: bool) -> None:
+    def __init__(self, conn: PgConnection) -> None:
         self._conn = conn
         self._open = True
-        # Whether the guard setting is up (a write transaction; a read-only one needs none).
-        self._guarded = writes
-        if writes:
-            conn.execute("SELECT set_config('ckptdb.session', 'on', true)")
 
     def __enter__(self) -> PgIntegrationSession:
         return self
@@ -115,12 +116,9 @@ class PgIntegrationSession:
         _traceback: TracebackType | None,
     ) -> None:
         self._open = False
-        if self._guarded and _type is None and not self._conn.closed:
-            # ckptdb's own statements may follow in this transaction (an on_publish hook's
-            # commit goes on); after an error the transaction rolls back, setting and all.
-            self._conn.execute("SELECT set_config('ckptdb.session', '', true)")
 
-    def _check(self, sql: str) -> None:
+    def _check(self, sql: str) -> str:
+        """``sql`` marked as a session's, or the refusal of a statement it may not send."""
         if not self._open:
             raise errors.ClosedError(
                 "this integration session has ended (its with block is over); run "
@@ -129,16 +127,15 @@ class PgIntegrationSession:
         keyword = first_keyword(sql)
         if keyword not in _ALLOWED:
             raise refusal(keyword)
+        return SESSION_MARK + sql
 
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; return all its rows."""
-        self._check(sql)
-        return self._conn.execute(sql, params)
+        return self._conn.execute(self._check(sql), params)
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement per parameter row."""
-        self._check(sql)
-        self._conn.executemany(sql, rows)
+        self._conn.executemany(self._check(sql), rows)
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         """The first row, or None."""
