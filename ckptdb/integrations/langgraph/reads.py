@@ -111,6 +111,10 @@ def _metadata_clause_pg(wanted: dict[str, Any]) -> tuple[str | None, builtins.li
     return clause, [sealed, *values], len(terms) == len(wanted)
 
 
+#: The rows of one thread's checkpoint namespace (``_one`` keeps the newest).
+_OF_PAIR = "thread_id = ? AND checkpoint_ns = ?"
+
+
 class _Gone:
     """The row's ckptdb checkpoint was collected (see ``Reads._one``)."""
 
@@ -160,16 +164,25 @@ class Reads(PendingWrites, Content):
             if isinstance(fast, CheckpointTuple):
                 return fast
         with self.db.read_session() as s:
-            # The newest id first, then the by-id join: SQLite runs the ORDER BY ... LIMIT 1
-            # subquery inside the join several times slower than on its own.
-            newest_id = s.scalar(
-                "SELECT checkpoint_id FROM lg_checkpoint WHERE thread_id = ?"
-                " AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                (thread_id, ns),
-            )
-            if newest_id is None:
+            if s.dialect == "postgresql":
+                # One statement: PostgreSQL runs the newest-row subquery inside the join
+                # as fast as on its own, and each statement is a round trip to the server.
+                newest = self._one_with_writes(s, _OF_PAIR, (thread_id, ns), thread_value)
+            else:
+                # The newest id first, then the by-id join: SQLite runs the ORDER BY ...
+                # LIMIT 1 subquery inside the join several times slower than on its own.
+                newest_id = s.scalar(
+                    "SELECT checkpoint_id FROM lg_checkpoint WHERE thread_id = ?"
+                    " AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id, ns),
+                )
+                newest = (
+                    None
+                    if newest_id is None
+                    else self._one_with_writes(s, by_id, (thread_id, ns, newest_id), thread_value)
+                )
+            if newest is None:
                 return None
-            newest = self._one_with_writes(s, by_id, (thread_id, ns, newest_id), thread_value)
             if not isinstance(newest, _Gone):
                 return newest
         # Unusual: the newest row points at a collected checkpoint; walk the rest.
