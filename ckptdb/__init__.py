@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.8.4"
+__version__ = "0.8.5"
 
 from . import errors
 from .database import Database, open

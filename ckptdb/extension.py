@@ -42,8 +42,8 @@ class Session(Protocol):
 
     ``dialect`` says which engine runs the statements (``"sqlite"`` or ``"postgresql"``), for
     the few statements an integration spells differently on each (an upsert's ``max`` is
-    ``greatest`` there, ...). On PostgreSQL a read session is always one snapshot, and a
-    statement the server refuses rolls the whole transaction back (docs/postgresql.md)."""
+    ``greatest`` there, ...). On PostgreSQL a statement the server refuses rolls the whole
+    transaction back (docs/postgresql.md, "Integration sessions")."""
 
     @property
     def dialect(self) -> str:

@@ -239,3 +239,23 @@ def test_bench_engines_runs_every_workload_on_both_engines(tmp_path: Path) -> No
     assert all(w["server_cpu_us"] >= 0 for w in report["postgresql"].values())
     assert set(report["postgresql_over_sqlite"]) == {"put", "cold_get", "lineage"}
     assert _positive(report["sqlite_file_bytes"], report["postgresql_database_bytes"])
+
+
+def test_bench_langgraph_pg_runs_every_contender_and_workload(tmp_path: Path) -> None:
+    report = run_tool(
+        tmp_path,
+        "bench_langgraph_pg.py",
+        *("--turns", "6", "--threads", "6", "--steps", "10", "--ops", "2"),
+    )
+    contenders = {"postgres_saver", "ckptdb_pg", "ckptdb_sqlite"}
+    chat = report["chat"]
+    for who in contenders:
+        assert chat[who]["turns"] == 6
+        assert _positive(chat[who]["cpu_per_turn_us"], chat[who]["bytes"])
+    assert set(chat["ckptdb_pg_over_postgres_saver"]) >= {"cpu_per_turn_us", "bytes"}
+    scale = report["scale"]
+    assert scale["checkpoints"] == 60
+    for name in ("put", "cold_get_tuple", "uncached_get_tuple", "list"):
+        assert {who: scale[name][who]["ops"] for who in contenders} == dict.fromkeys(contenders, 2)
+        assert _positive(*(scale[name][who]["client_cpu_us"] for who in contenders))
+        assert "cpu_us" in scale[name]["ckptdb_pg_over_postgres_saver"]

@@ -332,7 +332,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     threads = args.threads or (20 if args.quick else 1000)
-    steps = min(args.steps, 100) if not args.quick else 100
+    steps = args.steps
     ops = args.ops or (20 if args.quick else 200)
     started = time.monotonic()
     result: dict[str, Any] = {}

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .. import Database, errors, keyfile
+from .. import Database, errors, keyfile, validation
 from .. import open as open_ckptdb
 from .output import echo, print_json
 
@@ -125,7 +125,9 @@ def open_database(
         busy_timeout = _global("busy_timeout")
     if busy_timeout is not None:
         options["busy_timeout"] = busy_timeout
-    existed = os.path.lexists(path)
+    # A PostgreSQL URL names a database that exists or not on the server; its errors (and
+    # this command's words) never repeat the URL, which may carry a password.
+    existed = validation.database_url(path) is not None or os.path.lexists(path)
     try:
         db = open_ckptdb(path, **options)
     except errors.DatabaseFileError as exc:

@@ -283,7 +283,9 @@ def open_postgresql(
 
     def connect() -> EngineConnection:
         wait = None if busy_timeout is None else max(busy_timeout, 0.001)
-        return PgConnection.open(url, readonly=readonly, lock_timeout=wait)
+        return PgConnection.open(
+            url, readonly=readonly, lock_timeout=wait, writes_in_transactions_only=True
+        )
 
     conn = connect()
     try:

@@ -34,10 +34,10 @@ def read_session(handle: Handle, *, snapshot: bool) -> Iterator[Session]:
     """See :meth:`ckptdb.Database.read_session`."""
     # Confined too: a read session has no business writing, least of all core rows.
     with reading(handle, snapshot=snapshot) as tx:
-        # PostgreSQL: always one read-only transaction -- outside one, a statement would
-        # commit on its own, writes and all.
-        one_snapshot = (
-            tx.conn.read_transaction() if tx.conn.dialect == "postgresql" else nullcontext()
-        )
+        # PostgreSQL: outside a transaction a statement commits on its own, so without a
+        # snapshot it must run on a connection whose statements outside write transactions
+        # are read-only (the handle's are) -- or inside a read-only transaction after all.
+        guarded = getattr(tx.conn, "writes_in_transactions_only", True)
+        one_snapshot = tx.conn.read_transaction() if not guarded else nullcontext()
         with one_snapshot, tx.conn.integration_session(CORE_TABLES) as session:
             yield session

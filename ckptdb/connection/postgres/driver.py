@@ -69,7 +69,14 @@ class PgConnection:
     #: Which engine the store is talking to.
     dialect: Final = "postgresql"
 
-    def __init__(self, raw: psycopg.Connection[Row], url: str, readonly: bool) -> None:
+    def __init__(
+        self,
+        raw: psycopg.Connection[Row],
+        url: str,
+        readonly: bool,
+        *,
+        writes_in_transactions_only: bool = False,
+    ) -> None:
         self._raw = raw
         #: how messages name this database (the URL without its password), as the SQLite
         #: connection's ``path`` names its file; the URL itself is not kept
@@ -77,6 +84,12 @@ class PgConnection:
         self.readonly = readonly
         self._lock = threading.RLock()
         self._in_transaction = False
+        #: True when a statement outside a write transaction cannot write (see ``open``).
+        self.writes_in_transactions_only = writes_in_transactions_only or readonly
+        # Every session default is read-only then: a write transaction says it writes.
+        self._write_begin = "BEGIN ISOLATION LEVEL READ COMMITTED" + (
+            " READ WRITE" if writes_in_transactions_only and not readonly else ""
+        )
         # A BEGIN not sent yet, and the queries to run right after it (prefetch): they go
         # in one round trip with the transaction's first statement, or just before it when
         # that statement takes parameters (see _begin).
@@ -95,16 +108,20 @@ class PgConnection:
         readonly: bool = False,
         lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT_S,
         connect_timeout: float = 10.0,
+        writes_in_transactions_only: bool = False,
     ) -> PgConnection:
         """Connect to the database at ``url`` (a libpq URL or key=value string).
         ``readonly``: every transaction is read-only (a write is ``ReadOnlyError``).
-        ``lock_timeout``: seconds a statement waits for a lock (None: as long as it takes)."""
+        ``lock_timeout``: seconds a statement waits for a lock (None: as long as it takes).
+        ``writes_in_transactions_only``: a statement outside :meth:`write_transaction` is
+        read-only too -- so a read of one statement needs no transaction around it (its own
+        snapshot, as on SQLite) and still cannot write (the handle's connection)."""
         if (lock_timeout is not None and lock_timeout <= 0) or connect_timeout <= 0:
             raise errors.InvalidInputError("lock_timeout and connect_timeout must be > 0 s")
         # (0 is PostgreSQL's "no limit"; a timeout below a millisecond rounds up to one.)
         wait_ms = 0 if lock_timeout is None else max(1, round(lock_timeout * 1000))
         options = f"-c lock_timeout={wait_ms}"
-        if readonly:
+        if readonly or writes_in_transactions_only:
             options += " -c default_transaction_read_only=on"
         try:
             raw = psycopg.connect(
@@ -116,7 +133,7 @@ class PgConnection:
             )
         except DRIVER_ERRORS as exc:
             raise translate(exc, f"connecting to {display_name(url)}") from exc
-        return cls(raw, url, readonly)
+        return cls(raw, url, readonly, writes_in_transactions_only=writes_in_transactions_only)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -248,7 +265,7 @@ class PgConnection:
                 raise errors.CkptdbError(
                     "internal: write_transaction entered while a transaction is open"
                 )
-            self._begin("BEGIN ISOLATION LEVEL READ COMMITTED")
+            self._begin(self._write_begin)
             try:
                 if self.on_write_begin is not None:
                     self.on_write_begin()
@@ -335,7 +352,7 @@ class PgConnection:
         ckptdb's tables by the guard triggers (``protected`` is what the schema's triggers
         guard: ckptdb's core tables) -- see :mod:`.session`."""
         del protected  # the schema names them (migration 4), not the caller
-        if not self._in_transaction:
+        if not self._in_transaction and not self.writes_in_transactions_only:
             raise errors.CkptdbError("internal: an integration session needs a transaction")
         return PgIntegrationSession(self)
 

@@ -148,7 +148,7 @@ class Publish(Threads):
 
     def _lookup(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
         """The ckptdb id holding a LangGraph checkpoint of the pair, or None."""
-        with self.db.read_session() as s:
+        with self.db.read_session(snapshot=False) as s:  # one statement
             found = s.scalar(
                 "SELECT ckpt_id FROM lg_checkpoint"
                 " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",

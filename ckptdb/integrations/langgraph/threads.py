@@ -115,7 +115,7 @@ class Threads(SaverCore):
         state = self._cache.thread(thread_id, ns)
         if state is not None:
             return state.namespace
-        with self.db.read_session() as s:
+        with self.db.read_session(snapshot=False) as s:  # one statement
             value = s.scalar(
                 "SELECT namespace FROM lg_namespace WHERE thread_id = ? AND checkpoint_ns = ?",
                 (thread_id, ns),
