@@ -26,6 +26,7 @@ from ..store import (
     schema,
     settings,
 )
+from ..store.chunking import Chunker
 from ..store.scopes import KeyProvider, Keyring
 from . import migrate as migrate_op
 from .handle import Handle
@@ -290,8 +291,11 @@ def open_postgresql(
     conn = connect()
     try:
         core = migrations.postgresql_core_set()
+        layout: tuple[int, Chunker | None] | None = None
         with conn.read_transaction():
             pending = migrations.check_history(conn, core)
+            if not pending:  # the usual open: the layout in the same snapshot
+                layout = _layout(conn)
         fresh = bool(pending) and pending[0].version == 1
         if fresh and (readonly or not create):
             raise errors.DatabaseFileError(
@@ -318,12 +322,10 @@ def open_postgresql(
                     )
             pending = []
         if not pending:
-            with conn.read_transaction():
-                settings.require_features(conn, conn.path)
-                effective_chunk = settings.chunk_size(
-                    conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES
-                )
-                chunker = settings.chunker(conn, effective_chunk)
+            if layout is None:
+                with conn.read_transaction():
+                    layout = _layout(conn)
+            effective_chunk, chunker = layout
         else:
             effective_chunk, chunker = limits.DEFAULT_CHUNK_BYTES, None
     except BaseException:
@@ -339,6 +341,14 @@ def open_postgresql(
         keyring=Keyring(keys),
         clock=clock,
     )
+
+
+def _layout(conn: EngineConnection) -> tuple[int, Chunker | None]:
+    """The database's chunk size and chunker, after checking it needs no feature this
+    ckptdb lacks (inside the caller's read transaction)."""
+    settings.require_features(conn, conn.path)
+    size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
+    return size, settings.chunker(conn, size)
 
 
 def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> Handle:

@@ -253,11 +253,13 @@ def check_history(conn: EngineConnection, mset: MigrationSet) -> list[Migration]
     Refuses (without writing) a file newer than the code, an applied migration whose
     checksum differs from the shipped file, and a history with gaps or unknown entries.
     """
-    core = mset.name == CORE
-    if core:
-        refuse_too_new(conn, mset)  # from the header, before any table is read
+    # SQLite: the core's version from the header, before any table is read. PostgreSQL
+    # keeps it in the history alone, which is read once for both checks.
+    header = mset.name == CORE and isinstance(conn, Connection)
+    if header:
+        refuse_too_new(conn, mset)
     rows = applied(conn, mset.name)
-    if not core:
+    if not header:
         refuse_version(conn, mset, rows[-1].version if rows else 0)
     for expected, row in enumerate(rows, start=1):
         shipped = mset.get(row.version)
@@ -275,7 +277,7 @@ def check_history(conn: EngineConnection, mset: MigrationSet) -> list[Migration]
                 "ckptdb. The database was not modified."
             )
     current = rows[-1].version if rows else 0
-    if mset.name == CORE and user_version(conn) != current:
+    if header and user_version(conn) != current:
         raise errors.MigrationHistoryError(
             f"{conn.path}: PRAGMA user_version is {user_version(conn)} but the migration "
             f"history ends at version {current}; the file was changed outside ckptdb"
