@@ -161,3 +161,89 @@ def _terminate(url: str, pid: int) -> None:
         conn.execute("SELECT pg_terminate_backend(?)", (pid,))
     finally:
         conn.close()
+
+
+#: A LangGraph worker: puts a chain of checkpoints on its own thread, each with a pending
+#: write, retrying whatever a fault makes retryable (the same put again), and prints one
+#: JSON line per acknowledged put: [checkpoint id, n].
+_SAVER_WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+    from ckptdb import errors
+    from ckptdb.integrations.langgraph import CkptdbSaver
+    url, name, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    RETRY = (errors.CommitOutcomeUnknownError, errors.StorageError, errors.BusyTimeoutError)
+    deadline = time.monotonic() + seconds
+    saver = None
+    config = {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
+    n = 0
+    while time.monotonic() < deadline:
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6(clock_seq=n))
+        cp["channel_values"] = {"n": n, "body": f"{name}-{n} " * 40}
+        versions = {"n": n + 1, "body": n + 1}
+        cp["channel_versions"] = dict(versions)
+        while True:
+            try:
+                if saver is None:
+                    saver = CkptdbSaver(url, busy_timeout=30)
+                stored = saver.put(config, cp, {"step": n}, versions)
+                saver.put_writes(stored, [("n", n)], f"task-{n}")
+                break
+            except RETRY:
+                time.sleep(0.05)  # the server is away, or the outcome unknown: again
+        print(json.dumps([cp["id"], n]), flush=True)
+        config = stored
+        n += 1
+    """
+)
+
+
+def test_langgraph_workers_lose_no_acknowledged_put_when_the_server_crashes_or_they_die(
+    tmp_path: Path,
+) -> None:
+    from ckptdb.integrations.langgraph import CkptdbSaver
+
+    script = tmp_path / "worker.py"
+    script.write_text(_SAVER_WORKER)
+    with PostgresServer() as server:
+        url = server.create_database("saver_faults")
+        CkptdbSaver(url).close()
+        names = ["a", "b", "c"]
+        workers = [spawn_script(script, url, n, "8", new_session=True) for n in names]
+        time.sleep(2.0)
+        os.killpg(workers[2].pid, signal.SIGKILL)  # one dies mid-put
+        for _ in range(2):
+            server.crash()
+            time.sleep(0.3)
+            server.start()
+            time.sleep(1.5)
+        acks: dict[str, list[list[Any]]] = {}
+        for name, proc in zip(names, workers, strict=True):
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == (-signal.SIGKILL if name == "c" else 0), err[-3000:]
+            acks[name] = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert all(len(a) >= 3 for a in acks.values())
+        with CkptdbSaver(url) as saver:
+            for name, acked in acks.items():
+                parent = None
+                for cid, n in acked:
+                    conf = {
+                        "configurable": {
+                            "thread_id": name,
+                            "checkpoint_ns": "",
+                            "checkpoint_id": cid,
+                        }
+                    }
+                    got = saver.get_tuple(conf)  # type: ignore[arg-type]
+                    assert got is not None, (name, n)
+                    assert got.checkpoint["channel_values"] == {"n": n, "body": f"{name}-{n} " * 40}
+                    assert ("task-" + str(n), "n", n) in (got.pending_writes or [])
+                    got_parent = (
+                        got.parent_config and got.parent_config["configurable"]["checkpoint_id"]
+                    )
+                    assert got_parent == parent, (name, n)  # one chain, in ack order
+                    parent = cid
+            assert saver.db.verify().ok
