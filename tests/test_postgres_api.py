@@ -189,10 +189,10 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda db: db.query("SELECT 1"),
+        lambda db: db.migrate(),
         lambda db: db.export("/nonexistent/x.ckpt"),
     ],
-    ids=["query", "export"],
+    ids=["migrate", "export"],
 )
 def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
     with ckptdb.open(pg_url) as db:

@@ -60,9 +60,10 @@ def test_the_commands_take_a_url(secret_url: str, tmp_path: Path) -> None:
     assert all("s3cret-pw" not in p.stdout + p.stderr for p in outputs)
 
 
-def test_what_is_not_ported_exits_6_without_the_password(secret_url: str) -> None:
+def test_what_is_not_ported_exits_6_without_the_password(secret_url: str, tmp_path: Path) -> None:
     ckpt("init", secret_url)
-    refused = ckpt("sql", secret_url, "SELECT 1", code=6)
+    refused = ckpt("export", secret_url, str(tmp_path / "out.ckpt"), code=6)
+    assert not (tmp_path / "out.ckpt").exists()
     assert "engine_unsupported" in refused.stderr or "not available" in refused.stderr
     assert "s3cret-pw" not in refused.stdout + refused.stderr
 

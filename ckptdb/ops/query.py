@@ -34,13 +34,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import errors, models
 from ..connection import Connection, Params, PreparedStatement, Row, SqlFailure
-from ..connection.engine import sqlite_only
 from .handle import Handle
 from .unit import holding
+
+if TYPE_CHECKING:
+    from ..connection.postgres import PgConnection
 
 DEFAULT_TIMEOUT = 30.0
 _MAX_TIMEOUT = 7 * 24 * 3600.0
@@ -105,9 +107,9 @@ def _statement(conn: Connection, sql: str) -> PreparedStatement:
     return found
 
 
-def _value(name: str, value: Any) -> Any:
+def _value(name: str, value: Any, *, keep_bool: bool = False) -> Any:
     if isinstance(value, bool):
-        return int(value)
+        return value if keep_bool else int(value)
     if value is None or isinstance(value, str | bytes | float):
         return value
     if isinstance(value, int):
@@ -122,9 +124,12 @@ def _value(name: str, value: Any) -> Any:
     )
 
 
-def bind(statement: PreparedStatement, params: QueryParams | None) -> Params:
-    """The parameters to bind, checked against the statement's own placeholders."""
-    wanted = statement.parameters
+def bind(
+    wanted: Sequence[str | None], params: QueryParams | None, *, keep_bool: bool = False
+) -> Params:
+    """The parameters to bind, checked against the statement's own placeholders
+    (``wanted``: a name per named one, None per positional one). ``keep_bool``: a bool
+    stays one (PostgreSQL has the type; SQLite takes 0 and 1)."""
     given: QueryParams = () if params is None else params
     if isinstance(given, Mapping):
         named = {str(k).lstrip(":$@"): v for k, v in given.items()}
@@ -153,7 +158,7 @@ def bind(statement: PreparedStatement, params: QueryParams | None) -> Params:
                 missing=missing,
                 unknown=unknown,
             )
-        return {n: _value(":" + n, named[n]) for n in names}
+        return {n: _value(":" + n, named[n], keep_bool=keep_bool) for n in names}
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
         raise errors.QueryParameterError(
             "params must be a mapping (named parameters) or a sequence (positional ?)"
@@ -162,7 +167,7 @@ def bind(statement: PreparedStatement, params: QueryParams | None) -> Params:
         raise errors.QueryParameterError(
             f"the statement takes {len(wanted)} parameter(s) but {len(given)} were given"
         )
-    return [_value(f"#{i + 1}", v) for i, v in enumerate(given)]
+    return [_value(f"#{i + 1}", v, keep_bool=keep_bool) for i, v in enumerate(given)]
 
 
 class _Budget:
@@ -215,11 +220,14 @@ def stream(
     """Run one read-only statement and stream its rows (see the module docstring); the
     handle is held until the block ends."""
     limit = check_timeout(timeout)
-    with (
-        holding(handle) as tx,
-        _stream(sqlite_only(tx.conn, "an SQL query"), sql, params, limit) as qs,
-    ):
-        yield qs
+    with holding(handle) as tx:
+        conn = tx.conn
+        if isinstance(conn, Connection):
+            with _stream(conn, sql, params, limit) as qs:
+                yield qs
+        else:
+            with _stream_server(cast("PgConnection", conn), sql, params, limit) as qs:
+                yield qs
 
 
 @contextmanager
@@ -227,7 +235,7 @@ def _stream(
     conn: Connection, sql: str, params: QueryParams | None, limit: float | None
 ) -> Iterator[QueryStream]:
     statement = _statement(conn, sql)
-    bound = bind(statement, params)
+    bound = bind(statement.parameters, params)
     budget = _Budget(limit)
     budget.start()  # SQLite computes the first row while the statement starts
     try:
@@ -238,6 +246,39 @@ def _stream(
         raise errors.InvalidQueryError(f"{exc} {_HINT}") from exc
     finally:
         budget.stop()
+
+
+@contextmanager
+def _stream_server(
+    conn: PgConnection, sql: str, params: QueryParams | None, limit: float | None
+) -> Iterator[QueryStream]:
+    """:func:`_stream` on PostgreSQL: the server parses, refuses and times the statement
+    (``connection/postgres/query.py``); the budget counts the time spent fetching rows."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise errors.InvalidQueryError("the query is empty; give one read-only statement")
+    from ..connection.postgres.query import parameters  # noqa: PLC0415 - optional driver
+
+    wanted = parameters(sql)
+    if any(w is not None for w in wanted) and not isinstance(params, Mapping | None):
+        raise errors.QueryParameterError(
+            "the statement has named parameters (:name); pass a mapping, not a sequence"
+        )
+    bound = bind(wanted, params, keep_bool=True)
+    budget = _Budget(limit)
+    budget.start()
+    try:
+        with conn.stream_readonly(sql, bound, limit) as (columns, rows):
+            budget.stop()
+            yield QueryStream(columns, budget.timed(_checked(rows, budget)))
+    finally:
+        budget.stop()
+
+
+def _checked(rows: Iterator[Row], budget: _Budget) -> Iterator[Row]:
+    """The rows, the budget checked after each (the server bounds each fetch itself)."""
+    for row in rows:
+        budget.check()
+        yield row
 
 
 def _failures_typed(rows: Iterator[Row]) -> Iterator[Row]:

@@ -23,7 +23,7 @@ import hashlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import psycopg
@@ -346,6 +346,24 @@ class PgConnection:
         # trip with a BEGIN not sent yet -- a write transaction's first statement is often
         # this lock.
         self.execute(f"SELECT pg_advisory_xact_lock({lock_key(name)})")
+
+    def stream_readonly(
+        self, sql: str, params: Params, timeout: float | None
+    ) -> AbstractContextManager[tuple[list[str], Iterator[Row]]]:
+        """An operator's one read-only statement, streamed (see :mod:`.query`)."""
+        from . import query  # noqa: PLC0415 - the operator's path only
+
+        return query.stream_readonly(self, sql, params, timeout)
+
+    def raw_for_query(self) -> psycopg.Connection[Row]:
+        """The driver's connection inside the open transaction, its BEGIN sent -- for
+        :mod:`.query` alone, which streams through a server-side cursor of its own."""
+        with self._lock:
+            try:
+                self._send_pending()
+            except DRIVER_ERRORS as exc:
+                raise translate(exc, "BEGIN") from exc
+        return self._raw
 
     def integration_session(self, protected: frozenset[str]) -> PgIntegrationSession:
         """A session for an integration's statements inside the open transaction, kept off
