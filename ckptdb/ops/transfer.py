@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from .. import errors, models, validation
 from ..canonical import chunk_list_digest
-from ..connection import Connection
-from ..connection.engine import sqlite_only
+from ..connection import DEFAULT_PAGE_SIZE, Connection
+from ..connection.engine import EngineConnection, relaxed_sync, sqlite_only
 from ..files import fsync_directory
 from ..store import checkpoint_scans, checkpoints, pointers
 from ..store.encoding import EncodedChunk, decoded, verified_inline
@@ -73,8 +73,10 @@ class _Copier:
     def __init__(self, src: Unit, dst: Unit) -> None:
         #: the time of the transfer (the destination's clock)
         self.now_ms = dst.now_ms
-        self.src = sqlite_only(src.conn, "export and import")
-        self.dst = sqlite_only(dst.conn, "export and import")
+        # Either engine on either side: an SQLite file and a PostgreSQL database copy
+        # both ways (the statements below are the store's, written for both).
+        self.src = src.conn
+        self.dst = dst.conn
         self.src_blobs = src.blobs
         self.dst_blobs = dst.blobs
         self.counts = _Counts()
@@ -103,7 +105,7 @@ class _Copier:
                 digest=digest,
                 reason="chunk_digest_mismatch",
             )
-        with self.dst.relaxed_sync(), self.dst.write_transaction():
+        with relaxed_sync(self.dst), self.dst.write_transaction():
             new_id = self.dst_blobs.insert_chunk(
                 EncodedChunk(digest, size, codec_id, stored), now_ms
             )
@@ -213,7 +215,7 @@ class _Copier:
         self.counts.checkpoints_copied += 1
 
 
-def _verified_entries(src: Connection, row: CheckpointRow) -> list[EntryRow]:
+def _verified_entries(src: EngineConnection, row: CheckpointRow) -> list[EntryRow]:
     entries = checkpoints.entries_of(src, row.seq)
     checkpoints.check_manifest(row, entries)
     if any(e.scope_id is not None for e in entries):
@@ -264,7 +266,7 @@ def _copy_rows(
             after()
 
 
-def _refuse_dangling(src: Connection, wanted: set[str] | None) -> None:
+def _refuse_dangling(src: EngineConnection, wanted: set[str] | None) -> None:
     """A namespace (of ``wanted``; None: every one) whose pointer names a checkpoint that
     is not stored cannot be exported as it is, and leaving it out would make a backup that
     silently lacks it."""
@@ -296,7 +298,7 @@ def export_to(
     create: Callable[[str, int], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.export`. ``create(path, page_size)`` makes the new file."""
-    src = sqlite_only(src_tx.conn, "export")
+    src = src_tx.conn  # a file or a PostgreSQL database; the destination is a new file
     dest = os.path.abspath(dest)
     if os.path.lexists(dest):
         raise errors.InvalidInputError(
@@ -335,11 +337,13 @@ def export_to(
                 fallback = checkpoints.checkpoint_by_id(src, ptr.fallback_id)
                 if fallback is not None:
                     rows[fallback.id] = fallback
-        page_size = int(src.pragma("page_size"))
+        page_size = (
+            int(src.pragma("page_size")) if isinstance(src, Connection) else DEFAULT_PAGE_SIZE
+        )
         out = create(tmp, page_size)
         try:
             with holding(out, write=True) as dst_tx:
-                dst = sqlite_only(dst_tx.conn, "export")
+                dst = dst_tx.conn
                 copier = _Copier(src_tx, dst_tx)
 
                 def copy_pointers() -> None:
@@ -393,7 +397,7 @@ def export_to(
     )
 
 
-def _copy_pointer(src: Connection, dst: Connection, ptr: PointerRow) -> None:
+def _copy_pointer(src: EngineConnection, dst: EngineConnection, ptr: PointerRow) -> None:
     """Copy a pointer and its whole history verbatim, so its digest chain verifies."""
     namespace_id = checkpoints.namespace_id(dst, ptr.namespace)
     current = checkpoints.checkpoint_by_id(dst, ptr.current_id)
@@ -428,7 +432,7 @@ def import_from(
     open_source: Callable[[str], Handle],
 ) -> models.TransferReceipt:
     """See :meth:`ckptdb.Database.import_file`. ``open_source`` opens the file read-only."""
-    dst = sqlite_only(dst_tx.conn, "import")
+    dst = dst_tx.conn  # a file or a PostgreSQL database; the source is a file
     src_handle = open_source(source)
     try:
         with holding(src_handle) as src_tx:
@@ -456,6 +460,8 @@ def import_from(
                 def move_pointers() -> None:
                     now_ms = dst_tx.clock()
                     for ptr in selected:
+                        # No commit to it meanwhile (PostgreSQL; SQLite's writer is alone).
+                        pointers.lock_namespace(dst, ptr.namespace)
                         here = pointers.pointer(dst, ptr.namespace)
                         if here is not None and here.current_id == ptr.current_id:
                             continue

@@ -70,8 +70,8 @@ def key_share(conn: EngineConnection, of: str = "") -> str:
     SQLite's write lock already keeps every other writer out; PostgreSQL's writers run
     at once, so the rows are locked (``FOR KEY SHARE``: a delete waits for this
     transaction, which then references them; the foreign keys make the deleter fail)."""
-    if conn.dialect == "sqlite":
-        return ""
+    if conn.dialect == "sqlite" or not getattr(conn, "in_write_transaction", True):
+        return ""  # (a lookup outside a write transaction references nothing: no lock)
     return f" FOR KEY SHARE OF {of}" if of else " FOR KEY SHARE"
 
 

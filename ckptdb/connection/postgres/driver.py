@@ -84,6 +84,7 @@ class PgConnection:
         self.readonly = readonly
         self._lock = threading.RLock()
         self._in_transaction = False
+        self._writing = False  # the open transaction is a write transaction
         #: True when a statement outside a write transaction cannot write (see ``open``).
         self.writes_in_transactions_only = writes_in_transactions_only or readonly
         # Every session default is read-only then: a write transaction says it writes.
@@ -164,6 +165,12 @@ class PgConnection:
     def in_transaction(self) -> bool:
         """True while a transaction of this connection is open."""
         return self._in_transaction
+
+    @property
+    def in_write_transaction(self) -> bool:
+        """True while a write transaction of this connection is open (a row lock taken
+        outside one would be refused, or released at once)."""
+        return self._in_transaction and self._writing
 
     @property
     def backend_pid(self) -> int:
@@ -266,6 +273,7 @@ class PgConnection:
                     "internal: write_transaction entered while a transaction is open"
                 )
             self._begin(self._write_begin)
+            self._writing = True
             try:
                 if self.on_write_begin is not None:
                     self.on_write_begin()
@@ -275,12 +283,12 @@ class PgConnection:
                 raise
             if self._pending:  # not one statement: nothing to commit
                 self._pending = []
-                self._in_transaction = False
+                self._in_transaction = self._writing = False
                 return
             try:
                 self._raw.execute("COMMIT")
             except DRIVER_ERRORS as exc:
-                self._in_transaction = False
+                self._in_transaction = self._writing = False
                 if lost(exc):
                     raise errors.CommitOutcomeUnknownError(
                         f"COMMIT: the connection to PostgreSQL was lost ({exc}); the "
@@ -288,7 +296,7 @@ class PgConnection:
                         "it converges on the same result."
                     ) from exc
                 raise translate(exc, "COMMIT") from exc
-            self._in_transaction = False
+            self._in_transaction = self._writing = False
 
     @contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -306,14 +314,14 @@ class PgConnection:
                 raise
             if self._pending:  # not one statement: nothing to end
                 self._pending = []
-                self._in_transaction = False
+                self._in_transaction = self._writing = False
                 return
             try:
                 self._raw.execute("COMMIT")
             except DRIVER_ERRORS as exc:
                 raise translate(exc, "end of read transaction") from exc
             finally:
-                self._in_transaction = False
+                self._in_transaction = self._writing = False
 
     @contextmanager
     def savepoint(self, name: str = "ckptdb_member") -> Iterator[None]:
@@ -415,7 +423,7 @@ class PgConnection:
     def _rollback_quietly(self) -> None:
         # A failing ROLLBACK (the connection is gone) is secondary to the error already
         # propagating: the server rolls back a transaction whose session ended.
-        self._in_transaction = False
+        self._in_transaction = self._writing = False
         if self._pending:  # never sent: nothing to roll back
             self._pending = []
             return

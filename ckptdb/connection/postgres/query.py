@@ -111,8 +111,7 @@ def _typed(exc: psycopg.Error, timeout: float | None) -> errors.CkptdbError:
         )
     if state == "0A000" and "data-modifying" in str(exc):  # a writable CTE
         return errors.ReadOnlyError(
-            "the query would write (a data-modifying WITH); queries are read-only. Nothing "
-            "was run."
+            "the query would write (a data-modifying WITH); queries are read-only. Nothing was run."
         )
     if state[:2] in {"42", "22", "0A", "21"}:
         return errors.InvalidQueryError(f"{str(exc).strip()}. {_HINT}")
