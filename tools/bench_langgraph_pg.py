@@ -49,7 +49,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -60,7 +59,8 @@ from ckptdb.integrations.langgraph import CkptdbSaver
 from ckptdb.testing.postgres import PostgresServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_langgraph import (  # sibling tools: the same graph, texts and steps
+from bench_engines import _server_cpu  # sibling tools: the same counters,
+from bench_langgraph import (  # the same graph, texts and steps
     _chat_graph,
     _chat_texts,
     _stamped,
@@ -111,17 +111,7 @@ class Place:
 
     def server_cpu(self) -> float:
         """CPU seconds the server's processes used so far (0 for a file)."""
-        if self.server is None or self.server.pid is None:
-            return 0.0
-        parent = psutil.Process(self.server.pid)
-        total = 0.0
-        for proc in [parent, *parent.children(recursive=True)]:
-            try:
-                t = proc.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += t.user + t.system + t.children_user + t.children_system
-        return total
+        return _server_cpu(self.server)
 
     def size(self, *, compact: bool) -> int:
         """The data's bytes (see the module docstring); ``compact``: after VACUUM FULL."""
