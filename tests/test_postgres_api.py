@@ -190,9 +190,9 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
     "call",
     [
         lambda db: db.migrate(),
-        lambda db: db.shred_key("tenant"),
+        lambda db: db.lock_waits,
     ],
-    ids=["migrate", "shred_key"],
+    ids=["migrate", "lock_waits"],
 )
 def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
     with ckptdb.open(pg_url) as db:

@@ -11,10 +11,13 @@ of every acknowledged checkpoint still stored.
 from __future__ import annotations
 
 import hashlib
+import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
-from conftest import run_tool
+import pytest
+from conftest import raw_sql, run_tool, spawn_script
 
 import ckptdb
 
@@ -178,3 +181,71 @@ def test_verify_checks_the_same_on_both_engines_and_finds_damage_on_postgresql(
             p.code for p in report.problems
         }
         assert report.sqlite_integrity.startswith("not applicable")
+
+
+_DROP_RACER = textwrap.dedent(
+    """
+    import sys, time
+    import ckptdb
+    from ckptdb import errors
+    where, seconds = sys.argv[1], float(sys.argv[2])
+    acked = dropping = 0
+    deadline = time.monotonic() + seconds
+    with ckptdb.open(where, busy_timeout=30) as db:
+        while time.monotonic() < deadline:
+            try:
+                db.commit("victim", {"n": str(acked).encode(), "big": bytes(50_000)})
+                acked += 1
+            except errors.ConflictError as exc:
+                assert exc.details["reason"] == "namespace_dropping", exc
+                dropping += 1
+    print(acked, dropping)
+    """
+)
+
+
+def test_a_commit_racing_a_drop_is_a_typed_conflict_or_lands(location: str, tmp_path: Path) -> None:
+    """A drop deletes the pointer first and the namespace last, in several transactions; a
+    commit that comes in between is refused as a retryable conflict (never a constraint
+    error), and after the drop the namespace starts anew, whole."""
+    with ckptdb.open(location) as db:
+        for i in range(30):  # enough checkpoints for the drop to take several batches
+            db.commit("victim", {"n": str(i).encode(), "big": bytes([i]) * 50_000})
+    script = tmp_path / "racer.py"
+    script.write_text(_DROP_RACER)
+    racer = spawn_script(script, location, "4")
+    time.sleep(1.0)
+    with ckptdb.open(location, busy_timeout=30) as db:
+        for _ in range(3):
+            db.drop_namespace("victim", force=True)
+            time.sleep(0.3)
+    out, err = racer.communicate(timeout=120)
+    assert racer.returncode == 0, err[-3000:]
+    acked = int(out.split()[0])
+    assert acked > 0
+    with ckptdb.open(location) as db:
+        report = db.verify()
+        assert report.ok, report.problems
+        current = db.current("victim")
+        if current is not None:  # the racer's commits after the last drop: one line
+            assert [c.generation for c in db.lineage("victim")][-1] == 1
+
+
+def test_a_namespace_left_half_dropped_refuses_commits_until_the_drop_is_finished(
+    location: str,
+) -> None:
+    """An interrupted drop leaves the history without a pointer: a commit there would
+    restart the history at revision 1 over the old one, so it is a typed, retryable
+    conflict; running the drop again finishes it, and the namespace starts anew."""
+    with ckptdb.open(location) as db:
+        db.commit("half", {"x": b"1"})
+        db.commit("half", {"x": b"2"})
+    raw_sql(location, "DELETE FROM pointer")  # what the drop's first step leaves
+    with ckptdb.open(location) as db:
+        with pytest.raises(ckptdb.errors.ConflictError) as exc:
+            db.commit("half", {"x": b"3"})
+        assert exc.value.details["reason"] == "namespace_dropping"
+        assert db.drop_namespace("half", force=True).checkpoints_deleted == 2
+        ack = db.commit("half", {"x": b"3"})
+        assert ack.generation == 1 and [m.revision for m in db.history("half")] == [1]
+        assert db.verify().ok

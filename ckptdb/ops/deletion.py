@@ -51,7 +51,7 @@ def delete_selected(
     grace_seconds: float,
     exempt: Callable[[], set[int]] = set,
     prologue: Callable[[], None] | None = None,
-    epilogue: Callable[[], None] | None = None,
+    epilogue: Callable[[Sweep], None] | None = None,
 ) -> models.PruneReport:
     """Delete the checkpoints ``select()`` returns as (seq, id), skipping (and reporting)
     protected ones, with the sweep machinery of GC and a receipt.
@@ -135,10 +135,12 @@ def _store_deletion_receipt(
     skipped: list[models.Rejection],
     swept: Sweep,
     now_ms: int,
-    epilogue: Callable[[], None] | None,
+    epilogue: Callable[[Sweep], None] | None,
 ) -> int:
-    """Run ``epilogue`` and store the receipt of a deletion (inside the caller's write
-    transaction); returns the receipt's id."""
+    """Run ``epilogue`` (which may delete more, counted in ``swept``) and store the receipt
+    of a deletion (inside the caller's write transaction); returns the receipt's id."""
+    if epilogue is not None:
+        epilogue(swept)
     body: dict[str, Any] = {
         "namespaces": namespaces,
         "checkpoints_deleted": len(swept.deleted_ids),
@@ -148,8 +150,6 @@ def _store_deletion_receipt(
         "bytes_freed": swept.bytes_freed,
         **receipt_ids(swept.deleted_ids),
     }
-    if epilogue is not None:
-        epilogue()
     return store_receipt(
         conn,
         kind,
@@ -223,7 +223,19 @@ def drop_namespace_in(
         pins.delete_in_namespace(conn, ns_id)
         pointers.delete(conn, ns_id)
 
-    def epilogue() -> None:
+    def epilogue(swept: Sweep) -> None:
+        # A commit that landed after the checkpoints were selected and before the prologue
+        # removed the pointer is not among them (none lands after: without a pointer a
+        # commit is refused, see pointers.move): it goes too, or the namespace would stay
+        # behind without a pointer.
+        late = [seq for seq, _ in checkpoints.seqs_of_namespace(conn, ns_id)]
+        if late:
+            extra = delete_batch(conn, late, tx.now_ms)
+            swept.deleted_ids.extend(extra.deleted_ids)
+            swept.deleted_ids.sort()
+            swept.blobs += extra.blobs
+            swept.chunks += extra.chunks
+            swept.bytes_freed += extra.bytes_freed
         checkpoints.delete_namespace_if_empty(conn, ns_id)
         settings.clear_policy(conn, namespace)
         if on_drop is not None:

@@ -234,7 +234,15 @@ def _retire_wal(tx: Unit, record: Callable[[bool], int]) -> tuple[int, bool]:
     alone; the second checkpoint removes those too. While Litestream manages the file these
     checkpoints are PASSIVE (``Connection.wal_checkpoint``): the WAL is Litestream's to
     restart, so old frames stay in it until Litestream does, and ``False`` says so."""
-    conn = sqlite_only(tx.conn, "rotating or shredding a key")
+    if not isinstance(tx.conn, Connection):
+        # PostgreSQL: the server keeps the retired bytes in dead row versions until VACUUM
+        # reuses their space (without zeroing it), in its WAL and in backups; no client can
+        # retire them. They are sealed under the host key: what rotation promises there is
+        # that the *new* key opens the scope, and the old one keeps opening those copies --
+        # discard it (docs/security.md, "On PostgreSQL"). ``False`` says so.
+        with tx.conn.write_transaction():
+            return record(False), False
+    conn = tx.conn
     conn.wal_checkpoint("TRUNCATE", wait=conn.lock_waits.timeout)
     emptied = _wal_empty(tx)
     with conn.write_transaction():
@@ -245,7 +253,7 @@ def _retire_wal(tx: Unit, record: Callable[[bool], int]) -> tuple[int, bool]:
 
 def _rewrap(tx: Unit, kid: str, new: bytes, now: int) -> tuple[ScopeRow, int]:
     with tx.conn.write_transaction():
-        conn = sqlite_only(tx.conn, "rotating or shredding a key")
+        conn = tx.conn
         row = _row(tx, kid)
         if row.shredded:
             raise errors.KeyShreddedError(
@@ -270,7 +278,7 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
     kid = key_id(key_id_value)
     with holding(handle, write=True) as tx:
         now = tx.now_ms
-        conn = sqlite_only(tx.conn, "rotating or shredding a key")
+        conn = tx.conn
         # 1. Forget the wrapped data key first, in its own transaction: from its COMMIT on,
         # every copy of the scope's bytes -- here, in backups, in replicas -- is unreadable.
         with conn.write_transaction():
@@ -298,7 +306,8 @@ def shred_key(handle: Handle, key_id_value: object) -> models.ShredReport:
         # 4. Free pages go back to the OS (zeroed first: secure_delete); then the WAL is
         # emptied with the receipt as its first transaction, so no earlier frame with the
         # wrapped key or the scope's bytes stays on disk.
-        gc.reclaim(conn)
+        if isinstance(conn, Connection):
+            gc.reclaim(conn)
         receipt_id, truncated = _retire_wal(
             tx,
             lambda _emptied: receipts.store_receipt(

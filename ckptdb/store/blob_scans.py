@@ -127,7 +127,7 @@ def delete_staged_chunks(
     return len(rows), sum(r[0] for r in rows if type(r[0]) is int)
 
 
-def delete_scope_records(conn: Connection, scope_id: int) -> tuple[int, int]:
+def delete_scope_records(conn: EngineConnection, scope_id: int) -> tuple[int, int]:
     """Delete every blob and chunk of a key scope (its namespaces are gone: nothing else
     can reference them). Returns (blobs, chunks) deleted."""
     conn.execute(

@@ -470,6 +470,10 @@ def ensure_namespace(conn: EngineConnection, namespace: str, now_ms: int) -> tup
     prefix takes no new namespace (KeyShreddedError)."""
     found = namespace_row(conn, namespace)
     if found is not None:
+        if found[1] is not None:
+            # A row without a pointer in a key scope: a shred may be dropping it right now
+            # (the drop deletes the pointer first, the row last), and its scope refuses it.
+            scopes.covering_scope_id(conn, namespace)
         return found
     scopes.lock_scopes(conn)
     scope_id = scopes.covering_scope_id(conn, namespace)

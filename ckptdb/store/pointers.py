@@ -245,6 +245,19 @@ def move(
         fallback_seq, fallback_id = fallback
     previous_digest = previous.digest if previous is not None else None
     digest = canonical.pointer_digest(namespace, revision, new_id, fallback_id, previous_digest)
+    if previous is None and conn.scalar(
+        "SELECT 1 FROM pointer_history WHERE namespace_id = ? LIMIT 1", (namespace_id,)
+    ):
+        # No pointer but a history: a drop of the namespace is under way (it deletes the
+        # pointer first, the checkpoints in batches, the namespace and its history last).
+        raise errors.ConflictError(
+            f"namespace {namespace!r} is being dropped by another handle; nothing was "
+            "written. Try again once the drop finished (the namespace then starts anew).",
+            expected=None,
+            actual=None,
+            namespace=namespace,
+            reason="namespace_dropping",
+        )
     if previous is None:
         # The first move of a namespace. Writers that run at once (PostgreSQL) may both
         # have read no pointer: the loser's insert does nothing and it writes nothing.
