@@ -10,7 +10,7 @@ rows the core's guarantees rest on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from ..extension import Session
 from ..store import CORE_TABLES
@@ -33,11 +33,10 @@ def write_session(handle: Handle) -> Iterator[Session]:
 def read_session(handle: Handle, *, snapshot: bool) -> Iterator[Session]:
     """See :meth:`ckptdb.Database.read_session`."""
     # Confined too: a read session has no business writing, least of all core rows.
-    with reading(handle, snapshot=snapshot) as tx:
-        # PostgreSQL: outside a transaction a statement commits on its own, so without a
-        # snapshot it must run on a connection whose statements outside write transactions
-        # are read-only (the handle's are) -- or inside a read-only transaction after all.
-        guarded = getattr(tx.conn, "writes_in_transactions_only", True)
-        one_snapshot = tx.conn.read_transaction() if not guarded else nullcontext()
-        with one_snapshot, tx.conn.integration_session(CORE_TABLES) as session:
-            yield session
+    # (PostgreSQL without a snapshot: the handle's connection runs every statement outside
+    # a write transaction read-only, and refuses a session outside a transaction otherwise.)
+    with (
+        reading(handle, snapshot=snapshot) as tx,
+        tx.conn.integration_session(CORE_TABLES) as session,
+    ):
+        yield session
