@@ -501,6 +501,114 @@ def test_a_quota_over_a_prefix_holds_against_writers_of_its_namespaces_at_once(
             assert sum(len(db.lineage(n)) for n in names if db.current(n)) == 20
 
 
+_EVICTING_WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import ckptdb
+    from ckptdb import errors
+    url, name, start, commits = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+    acked, busy, deadlocks, last = 0, 0, 0, None
+    with ckptdb.open(url) as db:
+        time.sleep(max(0.0, start - time.time()))  # every machine starts at once
+        for n in range(commits):
+            while True:
+                try:
+                    last = db.commit(f"fleet/{name}", {"n": f"{name}-{n}".encode()}).checkpoint_id
+                    acked += 1
+                    break
+                except errors.BusyTimeoutError as exc:  # retryable: the commit wrote nothing
+                    busy += 1
+                    deadlocks += "deadlock" in exc.message
+    print(json.dumps({"acked": acked, "busy": busy, "deadlocks": deadlocks, "last": last}))
+    """
+)
+
+_GC_LOOP = textwrap.dedent(
+    """
+    import sys, time
+    import ckptdb
+    url, until = sys.argv[1], float(sys.argv[2])
+    with ckptdb.open(url) as db:
+        while time.time() < until:
+            db.gc(grace=0)
+    """
+)
+
+
+def test_an_evicting_quota_over_a_prefix_with_its_writers_and_a_gc_at_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Four machines commit to four namespaces under ``fleet/``, whose total may hold 10
+    checkpoints and evicts the oldest, while a fifth runs GC in a loop. An eviction takes
+    the other namespaces' locks without waiting (their holder may wait for its prefix
+    lock): no deadlock, every commit lands (after retries of the few that found the
+    namespaces they needed busy), and no eviction left more than 10 behind."""
+    with ckptdb.open(pg_url) as db:
+        db.set_quota("fleet/", max_checkpoints=10, applies_to="total", on_exceed="evict")
+    writer, gc_loop = tmp_path / "evicting_writer.py", tmp_path / "gc_loop.py"
+    writer.write_text(_EVICTING_WRITER)
+    gc_loop.write_text(_GC_LOOP)
+    start = time.time() + 3
+    procs = [spawn_script(writer, pg_url, f"m{i}", str(start), "40") for i in range(4)]
+    collector = spawn_script(gc_loop, pg_url, str(start + 60))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out))
+    collector.kill()
+    collector.communicate()
+    assert [r["acked"] for r in results] == [40] * 4
+    assert sum(r["deadlocks"] for r in results) == 0, results
+    print("busy retries:", [r["busy"] for r in results])
+    with ckptdb.open(pg_url) as db:
+        stored = db.query("SELECT namespace FROM checkpoints").rows
+        assert len(stored) <= 10
+        for i, result in enumerate(results):
+            assert db.current(f"fleet/m{i}").id == result["last"]
+        receipts = db.receipts(kind="quota_evict", limit=1000)
+        assert all(q["after"]["checkpoints"] <= 10 for r in receipts for q in r.body["quotas"])
+        # GC keeps every checkpoint without a retention policy: only evictions deleted.
+        assert sum(r.body["checkpoints_deleted"] for r in receipts) == 160 - len(stored)
+        assert db.verify().ok
+
+
+def test_an_eviction_passes_over_a_namespace_another_writer_holds(pg_url: str) -> None:
+    """Another transaction holds ``q/b``'s lock (as a commit to it waiting for the quota's
+    prefix lock would): an eviction that can make room elsewhere does; one that needs
+    ``q/b``'s checkpoints is a retryable BusyTimeoutError naming it, with nothing written
+    or evicted -- and once the holder is gone, the same commit lands."""
+    from ckptdb.connection.postgres import PgConnection
+
+    def state(n: int) -> dict[str, bytes]:
+        return {"n": str(n).encode()}
+
+    with ckptdb.open(pg_url) as db:
+        db.set_quota("q/", max_checkpoints=6, applies_to="total", on_exceed="evict")
+        # q/b: two old checkpoints any eviction may take, then its fallback and CURRENT.
+        b_old = [db.commit("q/b", state(n)).checkpoint_id for n in range(4)]
+        a_old = [db.commit("q/a", state(n)).checkpoint_id for n in range(2)]
+        holder = PgConnection.open(pg_url)
+        try:
+            with holder.write_transaction():
+                holder.lock("namespace:q/b")
+                # The oldest evictable is q/b's first, but q/b is busy: the checkpoint this
+                # commit made evictable in q/a (its old fallback) goes instead.
+                assert db.commit("q/a", state(2)).evicted_ids == [a_old[0]]
+                # A new namespace: nothing is evictable outside q/b.
+                before = db.query("SELECT checkpoint_id FROM checkpoints").rows
+                with pytest.raises(errors.BusyTimeoutError) as exc:
+                    db.commit("q/c", state(0))
+                assert exc.value.retryable and "'q/b'" in exc.value.message
+                assert db.query("SELECT checkpoint_id FROM checkpoints").rows == before
+                assert db.current("q/c") is None
+        finally:
+            holder.close()
+        assert db.commit("q/c", state(0)).evicted_ids == [b_old[0]]
+        assert len(db.query("SELECT 1 FROM checkpoints").rows) == 6
+        assert db.verify().ok
+
+
 def test_stats_and_migration_status_describe_a_postgresql_database(pg_url: str) -> None:
     with ckptdb.open(pg_url) as db:
         db.commit("t", {"a": b"x" * 100_000, "b": b"small"})

@@ -32,17 +32,25 @@ CKPTDB = str(Path(sys.executable).parent / "ckptdb")
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[ckptdb.Database]:
+def db(location: str) -> Iterator[ckptdb.Database]:
+    """A new database, on each engine in turn (the quota rules are one implementation)."""
+    with ckptdb.open(location, chunk_size=64 * 1024) as handle:
+        yield handle
+
+
+@pytest.fixture
+def file_db(tmp_path: Path) -> Iterator[ckptdb.Database]:
+    """A new SQLite database, for what is about its file (bytes unchanged, a stored value
+    of the wrong type, which PostgreSQL's typed columns cannot hold) or group commit (one
+    SQLite handle's threads sharing a transaction)."""
     with ckptdb.open(tmp_path / "q.ckpt", chunk_size=64 * 1024) as handle:
         yield handle
 
 
 def ids(db: ckptdb.Database, namespace: str | None = None) -> set[str]:
     """Every stored checkpoint id (of one namespace), through the checkpoints view."""
-    rows = db.query(
-        "SELECT checkpoint_id FROM checkpoints WHERE ?1 IS NULL OR namespace = ?1", [namespace]
-    ).rows
-    return {str(r[0]) for r in rows}
+    rows = db.query("SELECT checkpoint_id, namespace FROM checkpoints").rows
+    return {str(r[0]) for r in rows if namespace is None or r[1] == namespace}
 
 
 def usage(db: ckptdb.Database, prefix: str = "", each: str | None = None) -> tuple[int, int]:
@@ -88,8 +96,9 @@ BAD_QUOTAS: list[tuple[dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("kwargs", "field"), BAD_QUOTAS, ids=[str(b[0])[:50] for b in BAD_QUOTAS])
 def test_bad_quotas_are_refused_and_nothing_is_written(
-    db: ckptdb.Database, kwargs: dict[str, Any], field: str
+    file_db: ckptdb.Database, kwargs: dict[str, Any], field: str
 ) -> None:
+    db = file_db
     db.commit("a/x", state(1))
     db.close()
     before = file_digest(Path(db.path))
@@ -358,7 +367,8 @@ def test_the_on_publish_hook_runs_only_for_a_commit_that_stands(db: ckptdb.Datab
     assert len(seen) == 3  # a refused commit never reached its hook
 
 
-def test_a_damaged_quota_row_is_a_typed_error(db: ckptdb.Database) -> None:
+def test_a_damaged_quota_row_is_a_typed_error(file_db: ckptdb.Database) -> None:
+    db = file_db
     from conftest import store_wrong_types
 
     db.set_quota("d/", max_checkpoints=3)
@@ -411,7 +421,8 @@ def run_batch(db: ckptdb.Database, calls: list[tuple[str, dict[str, bytes]]]) ->
     return outcomes
 
 
-def test_group_commit_fails_only_the_member_over_its_quota(db: ckptdb.Database) -> None:
+def test_group_commit_fails_only_the_member_over_its_quota(file_db: ckptdb.Database) -> None:
+    db = file_db
     db.set_quota("g/", max_checkpoints=2)
     db.set_quota("t/", max_checkpoints=3, applies_to="total")
     db.set_quota("e/", max_checkpoints=2, on_exceed="evict")

@@ -285,6 +285,11 @@ class Connection(StatementRunner):
         if not self._raw.in_transaction:
             raise errors.CkptdbError("internal: a lock needs an open write transaction")
 
+    def try_lock(self, name: str) -> bool:
+        """:meth:`lock` without waiting: always taken on SQLite (no other writer runs)."""
+        self.lock(name)
+        return True
+
     @contextmanager
     def read_transaction(self) -> Iterator[None]:
         """A consistent snapshot for several reads (``BEGIN`` ... ``COMMIT``).

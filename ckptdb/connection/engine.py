@@ -77,6 +77,10 @@ class EngineConnection(Protocol):
         """Serialize with other writers that lock ``name``, until this transaction ends."""
         ...
 
+    def try_lock(self, name: str) -> bool:
+        """:meth:`lock` without waiting: False when another transaction holds ``name``."""
+        ...
+
     def insert_returning(self, sql: str, params: Params, key: str) -> int:
         """Run one ``INSERT`` of a single row and return the ``key`` column the engine gave
         it (SQLite: the rowid; PostgreSQL: its identity column, by ``RETURNING``)."""

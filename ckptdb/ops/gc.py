@@ -26,8 +26,8 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,25 +336,36 @@ def delete_batch(conn: EngineConnection, seqs: list[int], cutoff_ms: int) -> Swe
 
 def sweep_batch(conn: EngineConnection, seqs: list[int], cutoff_ms: int, out: Sweep) -> None:
     """Delete one batch of checkpoints and whatever becomes unreferenced, in one
-    transaction of its own (:func:`delete_batch`). ``out`` is updated only once the
-    transaction committed.
-
-    On PostgreSQL a publish running at once may, in a rare interleaving, make a reference
-    that the batch's delete would leave dangling: the foreign key then fails the delete and
-    the transaction rolls back, nothing deleted; the batch is tried again (it then sees the
-    reference)."""
-    for attempt in range(_RACE_RETRIES):
-        try:
-            with conn.write_transaction():
-                done = delete_batch(conn, seqs, cutoff_ms)
-            break
-        except errors.ConstraintViolationError:
-            if conn.dialect == "sqlite" or attempt == _RACE_RETRIES - 1:
-                raise
+    transaction of its own (:func:`delete_batch_retrying`). ``out`` is updated only once
+    the transaction committed."""
+    done = delete_batch_retrying(conn, seqs, cutoff_ms, conn.write_transaction)
     out.deleted_ids.extend(done.deleted_ids)
     out.blobs += done.blobs
     out.chunks += done.chunks
     out.bytes_freed += done.bytes_freed
+
+
+def delete_batch_retrying(
+    conn: EngineConnection,
+    seqs: list[int],
+    cutoff_ms: int,
+    scope: Callable[[], AbstractContextManager[None]],
+) -> Sweep:
+    """:func:`delete_batch` inside ``scope`` (a transaction of its own, or a savepoint of
+    the caller's), tried again when it lost a race.
+
+    On PostgreSQL a publish running at once may, in a rare interleaving, make a reference
+    that the batch's delete would leave dangling: the foreign key then fails the delete and
+    the scope rolls back, nothing deleted; the batch is tried again (it then sees the
+    reference)."""
+    for attempt in range(_RACE_RETRIES):
+        try:
+            with scope():
+                return delete_batch(conn, seqs, cutoff_ms)
+        except errors.ConstraintViolationError:
+            if conn.dialect == "sqlite" or attempt == _RACE_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def sweep(

@@ -30,6 +30,13 @@ below what a namespace already holds takes effect at its next commit. With group
 each member is checked in its own savepoint, against what the members before it left, so
 one member's refusal fails that member alone.
 
+On PostgreSQL, where commits to other namespaces run at once, a ``total`` quota's commits
+queue on the prefix's lock (:func:`ckptdb.store.quotas.lock_prefix`), and an eviction takes
+the lock of each other namespace it deletes from without waiting: its holder may be a commit
+under the same prefix waiting for this one. A namespace held elsewhere is passed over; when
+what is left cannot make room, the commit is a retryable ``BusyTimeoutError`` (nothing
+written or evicted).
+
 The check runs in ``ops/commit.publish`` after the pointer moved (so the new checkpoint is
 CURRENT and the previous one its fallback, both protected) and before the ``on_publish``
 hook. When no quota covers the namespace it costs one ``PRAGMA data_version`` (the quota
@@ -44,9 +51,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import errors, models, validation
-from ..connection import Connection
-from ..connection.engine import EngineConnection, sqlite_only
-from ..store import quotas
+from ..connection.engine import EngineConnection
+from ..store import pointers, quotas
 from ..store.quotas import QuotaRow
 from ..store.receipts import store_receipt
 from . import gc
@@ -314,7 +320,7 @@ def _exceeded(
 
 
 def _evict(
-    conn: Connection,
+    conn: EngineConnection,
     rule: QuotaRow,
     namespace: str,
     namespace_id: int,
@@ -332,22 +338,60 @@ def _evict(
     # What GC itself would never take (CURRENT, fallbacks, pins), and what the stored
     # retention policies keep (a namespace without one keeps nothing more).
     keep = gc.protected_seqs(conn) | gc.kept_by_stored_policies(conn, scope, now_ms)
+    names = {ns_id: name for name, ns_id in scope.items()}
+    held = _NamespaceLocks(conn, namespace_id)
     chosen: list[int] = []
     left = usage
-    for seq, total_size in oldest:
+    for seq, ns_id, total_size in oldest:
         if left.over(rule) is None:
             break
-        if seq not in keep:
+        if seq not in keep and held.take(ns_id, names[ns_id]):
             chosen.append(seq)
             left = left.minus(total_size)
+    if left.over(rule) is not None and held.busy:
+        raise errors.BusyTimeoutError(
+            f"commit to {namespace!r}: {rule.describe()} must evict to make room, and the "
+            f"oldest checkpoints it may take are in namespaces another writer holds right "
+            f"now ({', '.join(repr(names[i]) for i in sorted(held.busy))}); nothing was "
+            "written or evicted. Retry the commit."
+        )
     _refuse_unless_fits(rule, namespace, usage, left)
     cutoff_ms = now_ms - int(gc.DEFAULT_GRACE_SECONDS * 1000)
-    swept = gc.delete_batch(conn, chosen, cutoff_ms)
+    swept = gc.delete_batch_retrying(
+        conn, chosen, cutoff_ms, lambda: conn.savepoint("ckptdb_evict")
+    )
     after = _usage(conn, rule, namespace_id)
-    # The plan and the deletion read the same transaction, so this holds; checked anyway,
-    # because an eviction that did not make room must not let the commit through.
+    # The plan and the deletion read the same transaction on SQLite; on PostgreSQL a pin
+    # or a retention change committed meanwhile protects what the plan chose (the deletion
+    # re-checks), so an eviction may make less room than planned: it must not let the
+    # commit through.
     _refuse_unless_fits(rule, namespace, usage, after)
     return swept, after
+
+
+class _NamespaceLocks:
+    """The namespace locks an eviction takes beside its own namespace's (which its commit
+    holds): without waiting, because the holder may be a commit under the same quota that
+    waits for this one's prefix lock (:func:`quotas.lock_prefix`), or a GC batch that takes
+    namespaces in name order -- waiting would close a cycle. A namespace another writer
+    holds is passed over (``busy``); what it holds is in flux anyway. Always taken on
+    SQLite, whose writer is alone."""
+
+    def __init__(self, conn: EngineConnection, own_id: int) -> None:
+        self._conn = conn
+        self._held = {own_id}
+        self.busy: set[int] = set()
+
+    def take(self, ns_id: int, name: str) -> bool:
+        if ns_id in self._held:
+            return True
+        if ns_id in self.busy:
+            return False
+        if pointers.try_lock_namespace(self._conn, name):
+            self._held.add(ns_id)
+            return True
+        self.busy.add(ns_id)
+        return False
 
 
 def _refuse_unless_fits(rule: QuotaRow, namespace: str, usage: _Usage, left: _Usage) -> None:
@@ -385,9 +429,7 @@ def enforce(tx: Unit, namespace: str, namespace_id: int, checkpoint_id: str) -> 
         usage = _usage(conn, rule, namespace_id)
         if usage.over(rule) is None:
             continue
-        swept, after = _evict(
-            sqlite_only(conn, "a quota that evicts"), rule, namespace, namespace_id, usage, now_ms
-        )
+        swept, after = _evict(conn, rule, namespace, namespace_id, usage, now_ms)
         evicted.extend(swept.deleted_ids)
         totals.blobs += swept.blobs
         totals.chunks += swept.chunks

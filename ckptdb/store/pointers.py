@@ -98,6 +98,12 @@ def lock_namespace(conn: EngineConnection, namespace: str) -> None:
     conn.lock(f"namespace:{namespace}")
 
 
+def try_lock_namespace(conn: EngineConnection, namespace: str) -> bool:
+    """:func:`lock_namespace` without waiting: False when another transaction holds it
+    (always taken on SQLite)."""
+    return conn.try_lock(f"namespace:{namespace}")
+
+
 def lock_namespaces_of(conn: EngineConnection, seqs: list[int]) -> None:
     """:func:`lock_namespace` for every namespace holding one of the checkpoints ``seqs``,
     in name order (so two transactions that lock several never wait for each other in a

@@ -290,10 +290,11 @@ def namespaces_under(conn: EngineConnection, prefix: str) -> dict[str, int]:
 
 def oldest_first(
     conn: EngineConnection, *, namespace_id: int | None = None, prefix: str | None = None
-) -> Iterator[tuple[int, int]]:
-    """(seq, total_size) of the checkpoints of one namespace (``namespace_id``) or of every
-    namespace under ``prefix``, oldest first: by creation time, then by storage order.
-    Streamed, so an eviction that needs the oldest few reads only those into Python."""
+) -> Iterator[tuple[int, int, int]]:
+    """(seq, namespace_id, total_size) of the checkpoints of one namespace
+    (``namespace_id``) or of every namespace under ``prefix``, oldest first: by creation
+    time, then by storage order. Streamed, so an eviction that needs the oldest few reads
+    only those into Python."""
     params: tuple[int | str, ...]
     if namespace_id is not None:
         where, params = "c.namespace_id = ?", (namespace_id,)
@@ -302,12 +303,12 @@ def oldest_first(
         where = f"c.namespace_id IN (SELECT n.namespace_id FROM namespace n WHERE {under})"
         params = names
     for row in conn.iterate(
-        f"SELECT c.seq, c.total_size FROM checkpoint c WHERE {where}"
+        f"SELECT c.seq, c.namespace_id, c.total_size FROM checkpoint c WHERE {where}"
         " ORDER BY c.created_at_ms, c.seq",
         params,
     ):
-        check_types(row, (int, int), "checkpoint row")
-        yield row[0], row[1]
+        check_types(row, (int, int, int), "checkpoint row")
+        yield row[0], row[1], row[2]
 
 
 def usage_by_namespace(conn: EngineConnection) -> list[models.NamespaceUsage]:

@@ -355,6 +355,12 @@ class PgConnection:
         # this lock.
         self.execute(f"SELECT pg_advisory_xact_lock({lock_key(name)})")
 
+    def try_lock(self, name: str) -> bool:
+        """:meth:`lock` without waiting: False when another transaction holds ``name``."""
+        if not self._in_transaction:
+            raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
+        return bool(self.scalar(f"SELECT pg_try_advisory_xact_lock({lock_key(name)})"))
+
     def stream_readonly(
         self, sql: str, params: Params, timeout: float | None
     ) -> AbstractContextManager[tuple[list[str], Iterator[Row]]]:
