@@ -15,7 +15,6 @@ from typing import Any
 
 from . import errors, load_checks, models, references, validation
 from .connection import DEFAULT_BUSY_TIMEOUT, Synchronous
-from .connection.engine import sqlite_only
 from .extension import RecordSealer, Session
 from .ops import checkout as checkout_op
 from .ops import commit as commit_op
@@ -267,8 +266,9 @@ class Database:
     @property
     def lock_waits(self) -> tuple[int, float]:
         """Diagnostics: how many times this handle waited for another connection's lock,
-        and for how many seconds in all (WAL readers should show zero)."""
-        waits = sqlite_only(self._handle.store.conn, "lock_waits").lock_waits
+        and for how many seconds in all (WAL readers should show zero). On PostgreSQL: the
+        waits for ckptdb's own locks (a namespace's, a quota prefix's, the schema's)."""
+        waits = self._handle.store.conn.lock_waits
         return waits.waits, waits.seconds
 
     @property

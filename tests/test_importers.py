@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,13 @@ import ckptdb
 from ckptdb import canonical, errors
 from ckptdb.cli import main
 from ckptdb.importers import run_import
+
+
+@pytest.fixture
+def db(location: str) -> Iterator[ckptdb.Database]:
+    """A new database on each engine in turn: the importers write through the public API."""
+    with ckptdb.open(location) as handle:
+        yield handle
 
 
 def cli_json(*args: str, code: int = 0) -> Any:
@@ -290,8 +298,9 @@ def test_state_dir_refusals_import_nothing(
     assert db.namespaces() == []
 
 
-def test_import_from_command(tmp_path: Path) -> None:
-    db = tmp_path / "cli.ckpt"
+def test_import_from_command(tmp_path: Path, location: str) -> None:
+    """The command on each engine: DB a file, or a PostgreSQL URL."""
+    db = location
     make_fs_store(tmp_path / "store", STATES)
     cli_json("init", str(db))
     dry = cli_json("import-from", "fs-store", str(tmp_path / "store"), str(db), "--dry-run")

@@ -23,6 +23,7 @@ from langgraph.types import Command, interrupt
 import ckptdb
 from ckptdb.cli import main as cli
 from ckptdb.integrations.langgraph import CkptdbSaver, NotLangGraphSqliteError
+from ckptdb.integrations.langgraph._core import HAS_TABLES_SQL
 from ckptdb.integrations.langgraph.importer import import_langgraph_sqlite
 
 
@@ -103,12 +104,12 @@ def ckptdb_tuples(saver: CkptdbSaver) -> dict[tuple[str, str, str], Any]:
     }
 
 
-def test_import_keeps_every_checkpoint_parent_link_and_write(source: Path, tmp_path: Path) -> None:
+def test_import_keeps_every_checkpoint_parent_link_and_write(source: Path, location: str) -> None:
     expected = sqlite_tuples(source)
     assert len({k[0] for k in expected}) == 4
     assert any(k[1] for k in expected)  # subgraph namespaces are there
     source_digest = all_files_digest(source)
-    db_path = tmp_path / "imported.ckpt"
+    db_path = location  # a file, or a PostgreSQL database
     with ckptdb.open(db_path) as db:
         report = import_langgraph_sqlite(db, source, namespace=None, dry_run=False, progress=None)
         assert report.skipped == []
@@ -156,14 +157,13 @@ def test_import_keeps_every_checkpoint_parent_link_and_write(source: Path, tmp_p
         assert out["items"][-2:] == ["answer:later", "last"]
 
 
-def test_dry_run_and_thread_filter(source: Path, tmp_path: Path) -> None:
-    db_path = tmp_path / "dry.ckpt"
-    with ckptdb.open(db_path) as db:
+def test_dry_run_and_thread_filter(source: Path, location: str) -> None:
+    with ckptdb.open(location) as db:
         dry = import_langgraph_sqlite(db, source, namespace=None, dry_run=True, progress=None)
         assert dry.dry_run and dry.imported and all(i.created for i in dry.imported)
         assert db.namespaces() == []
         with db.read_session() as s:
-            assert not s.scalar("SELECT count(*) FROM sqlite_schema WHERE name = 'lg_checkpoint'")
+            assert not s.scalar(HAS_TABLES_SQL[s.dialect])
         seen: list[tuple[int, int]] = []
         one = import_langgraph_sqlite(
             db,
@@ -197,8 +197,8 @@ def test_file_shrinks_because_unchanged_values_are_stored_once(tmp_path: Path) -
         assert db.stats().stored_bytes < os.path.getsize(path) / 4
 
 
-def test_cli_import_from_langgraph_sqlite(source: Path, tmp_path: Path) -> None:
-    db_path = tmp_path / "cli.ckpt"
+def test_cli_import_from_langgraph_sqlite(source: Path, location: str) -> None:
+    db_path = location
     runner = CliRunner()
     first = runner.invoke(
         cli, ["import-from", "langgraph-sqlite", str(source), str(db_path), "--create", "--json"]

@@ -186,24 +186,42 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path:
     assert "s3cret" not in str(exc.value) and "PostgreSQL" in str(exc.value)
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda db: db.migrate(),
-        lambda db: db.lock_waits,
-    ],
-    ids=["migrate", "lock_waits"],
-)
-def test_what_is_not_ported_yet_refuses_typed_and_writes_nothing(pg_url: str, call: Any) -> None:
+def test_lock_waits_counts_the_waits_for_ckptdbs_locks(pg_url: str) -> None:
+    """A commit that found its namespace held by another transaction for ~0.3 s: one wait,
+    of about that long; commits that found it free: none."""
+    import threading
+
+    from ckptdb.connection.postgres import PgConnection
+
     with ckptdb.open(pg_url) as db:
-        ack = db.commit("t", {"a": b"x"})
-        before = [(m.revision, m.current_id) for m in db.history("t")]
-        with pytest.raises(errors.EngineUnsupportedError) as exc:
-            call(db)
-        assert exc.value.code == "engine_unsupported" and "docs/postgresql.md" in str(exc.value)
-        assert [(m.revision, m.current_id) for m in db.history("t")] == before
-        current = db.current("t")
-        assert current is not None and current.id == ack.checkpoint_id
+        db.commit("t", {"a": b"1"})
+        db.commit("u", {"a": b"1"})
+        assert db.lock_waits == (0, 0.0)
+        holder = PgConnection.open(pg_url)
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with holder.write_transaction():
+                holder.lock("namespace:t")
+                held.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            assert held.wait(10)
+            threading.Timer(0.3, release.set).start()
+            started = time.monotonic()
+            db.commit("t", {"a": b"2"})
+            took = time.monotonic() - started
+        finally:
+            release.set()
+            thread.join()
+            holder.close()
+        waits, seconds = db.lock_waits
+        assert waits == 1 and 0.25 <= seconds <= took
+        db.commit("u", {"a": b"2"})
+        assert db.lock_waits == (1, seconds)
 
 
 _RACER = textwrap.dedent(

@@ -60,12 +60,17 @@ def test_the_commands_take_a_url(secret_url: str, tmp_path: Path) -> None:
     assert all("s3cret-pw" not in p.stdout + p.stderr for p in outputs)
 
 
-def test_what_is_not_ported_exits_6_without_the_password(secret_url: str, tmp_path: Path) -> None:
+def test_a_backup_file_on_postgresql_exits_6_without_the_password(
+    secret_url: str, tmp_path: Path
+) -> None:
+    """``migrate up --backup PATH`` asks for SQLite's backup file: refused (the migrations
+    run in one transaction there), nothing written, the password never shown."""
     ckpt("init", secret_url)
-    refused = ckpt("migrate", "up", secret_url, code=6)
-    assert not list(tmp_path.iterdir())  # no backup written either
-    assert "engine_unsupported" in refused.stderr or "not available" in refused.stderr
+    refused = ckpt("migrate", "up", secret_url, "--backup", str(tmp_path / "b.bak"), code=6)
+    assert not list(tmp_path.iterdir())
+    assert "engine_unsupported" in refused.stderr or "pg_dump" in refused.stderr
     assert "s3cret-pw" not in refused.stdout + refused.stderr
+    assert "nothing to do" in ckpt("migrate", "up", secret_url).stdout
 
 
 def test_a_database_without_the_schema_is_not_created_by_a_reading_command(

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import spawn_script
 
 import ckptdb
@@ -247,3 +248,48 @@ def test_langgraph_workers_lose_no_acknowledged_put_when_the_server_crashes_or_t
                     assert got_parent == parent, (name, n)  # one chain, in ack order
                     parent = cid
             assert saver.db.verify().ok
+
+
+def test_a_full_disk_during_a_publish_takes_its_staged_chunks_back(pg_url: str) -> None:
+    """The server reports its disk full (SQLSTATE 53100, raised here by a trigger on the
+    checkpoint table, as the server raises it when a file cannot grow) while a commit
+    publishes: the commit is a DiskFullError, and the chunks it staged in transactions of
+    their own before the publish are deleted again -- nothing of it stays behind."""
+    from ckptdb import errors
+    from ckptdb.connection.postgres import PgConnection
+
+    def admin(sql: str) -> None:
+        conn = PgConnection.open(pg_url)
+        try:
+            with conn.write_transaction():
+                conn.execute_script(sql)
+        finally:
+            conn.close()
+
+    def chunks() -> int:
+        conn = PgConnection.open(pg_url)
+        try:
+            with conn.read_transaction():
+                return int(conn.scalar("SELECT count(*) FROM chunk"))
+        finally:
+            conn.close()
+
+    big = {"weights.bin": os.urandom(3 * 2**20)}
+    with ckptdb.open(pg_url, chunk_size=256 * 1024) as db:
+        db.commit("kept", {"a": b"small"})
+        admin(
+            "CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN"
+            " RAISE EXCEPTION 'could not extend file: No space left on device'"
+            " USING ERRCODE = 'disk_full'; END $f$;"
+            " CREATE TRIGGER full_disk BEFORE INSERT ON checkpoint"
+            " FOR EACH ROW EXECUTE FUNCTION full_disk();"
+        )
+        with pytest.raises(errors.DiskFullError) as exc:
+            db.commit("job", big)
+        assert "were deleted again" in exc.value.message, exc.value.message
+        assert exc.value.details["staged_chunks_deleted"] >= 12
+        assert chunks() == 0 and db.current("job") is None
+        admin("DROP TRIGGER full_disk ON checkpoint; DROP FUNCTION full_disk();")
+        ack = db.commit("job", big)
+        assert db.get(ack.checkpoint_id).read("weights.bin") == big["weights.bin"]
+        assert chunks() >= 12 and db.verify().ok

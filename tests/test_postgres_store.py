@@ -181,7 +181,7 @@ def test_quotas_and_usage_as_on_sqlite(conn: PgConnection) -> None:
     assert quotas.namespaces_under(conn, "B") == {"B": 2}
     with conn.read_transaction():
         oldest = list(quotas.oldest_first(conn, prefix="n"))
-    assert [size for _, size in oldest] == [7, 7, 7]
+    assert [(ns_id, size) for _, ns_id, size in oldest] == [(1, 7), (1, 7), (1, 7)]
     usage = {u.namespace: u for u in quotas.usage_by_namespace(conn)}
     assert (usage["ns"].checkpoints, usage["ns"].logical_bytes) == (3, 21)
     with conn.write_transaction():

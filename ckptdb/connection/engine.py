@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from .. import errors
+from .busy import LockWaits
 from .driver import Connection
 from .statements import Params, Row
 
@@ -27,6 +28,8 @@ class EngineConnection(Protocol):
     readonly: bool
     #: called right after each write transaction began (the handle checks its caches there)
     on_write_begin: Callable[[], None] | None
+    #: how often and how long this connection waited for a lock another one held
+    lock_waits: LockWaits
 
     @property
     def dialect(self) -> str:

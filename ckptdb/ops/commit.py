@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import canonical, errors, models
 from ..canonical import EntryRecord
-from ..connection.engine import sqlite_only
+from ..connection import Connection
 from ..extension import Session
 from ..store import CORE_TABLES, blob_scans, checkpoints, pointers
 from ..store.blobs import BlobStore, PreparedBlob
@@ -225,17 +225,18 @@ def discard_staged(
 
 def _delete_staged(tx: Unit, plans: list[CommitPlan]) -> tuple[int, int]:
     """Delete what :func:`discard_staged` may, in one write transaction that also hands
-    the freed pages back (so the file can shrink without first growing by them). Returns
-    (chunks, bytes)."""
-    conn = sqlite_only(tx.conn, "deleting a failed commit's staged chunks")
+    the freed pages back on SQLite (so the file can shrink without first growing by
+    them). Returns (chunks, bytes)."""
+    conn = tx.conn
     deleted = freed = 0
     with conn.write_transaction():
-        free_before = gc.free_pages(conn)
+        free_before = gc.free_pages(conn) if isinstance(conn, Connection) else 0
         for plan in plans:
             count, size = blob_scans.delete_staged_chunks(conn, plan.staged, plan.staged_at_ms)
             deleted += count
             freed += size
-        gc.release_pages(conn, free_before)
+        if isinstance(conn, Connection):
+            gc.release_pages(conn, free_before)
     return deleted, freed
 
 

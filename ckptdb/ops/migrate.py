@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import errors, files, limits, models
 from ..connection import Connection
-from ..connection.engine import EngineConnection, sqlite_only
+from ..connection.engine import EngineConnection
 from ..store import entry_move, migrations, settings
 from . import receipts as receipt_op
 from .unit import Clock, Unit, holds
@@ -96,18 +96,12 @@ def up(
     tx: Unit, *, to: int | None, backup: str | os.PathLike[str] | bool
 ) -> models.MigrationResult:
     """See :meth:`ckptdb.Database.migrate`."""
-    conn = sqlite_only(tx.conn, "migrating the schema")
+    if not isinstance(tx.conn, Connection):
+        return _up_together(tx, to=to, backup=backup)
+    conn = tx.conn
     path = tx.handle.path
     core = migrations.core_set()
-    pending = migrations.check_history(conn, core)
-    start = migrations.user_version(conn)
-    goal = core.latest if to is None else to
-    if goal < start:
-        raise errors.InvalidInputError(
-            f"cannot migrate down from version {start} to {goal}: migrations only go "
-            "forward (restore a backup instead)"
-        )
-    todo = [m for m in pending if m.version <= goal]
+    start, goal, todo = _todo(conn, core, to)
     if todo:
         # Wait for (or refuse because of) another writer before writing a backup.
         with tx.write_batch():
@@ -145,6 +139,72 @@ def up(
             backup=backup_path,
             version=done,
         ) from exc
+    return _finished(tx, core, start, applied, moved, backup_path)
+
+
+def _todo(
+    conn: EngineConnection, core: migrations.MigrationSet, to: int | None
+) -> tuple[int, int, list[migrations.Migration]]:
+    """The database's version, the version to reach, and the migrations between."""
+    pending = migrations.check_history(conn, core)
+    start = migrations.user_version(conn)
+    goal = migrations.check_target(core, to)
+    if goal < start:
+        raise errors.InvalidInputError(
+            f"cannot migrate down from version {start} to {goal}: migrations only go "
+            "forward (restore a backup instead)"
+        )
+    return start, goal, [m for m in pending if m.version <= goal]
+
+
+def _up_together(
+    tx: Unit, *, to: int | None, backup: str | os.PathLike[str] | bool
+) -> models.MigrationResult:
+    """``up`` on a server engine: every pending migration in one transaction under the
+    schema's lock, so a failure leaves the database at the version it began at, untouched,
+    and machines migrating at once apply each migration once. No backup is written: a copy
+    of a server's database is the server's business (``pg_dump``), and the transaction
+    leaves nothing to restore."""
+    if not isinstance(backup, bool):
+        raise errors.EngineUnsupportedError(
+            f"a backup file is SQLite's; on {tx.conn.dialect} the pending migrations run in "
+            "one transaction, so a failure leaves the database at the version it began at. "
+            "Nothing was written. Take a copy with the server's own tools (pg_dump) if you "
+            "want one, and migrate without backup="
+        )
+    conn = tx.conn
+    core = migrations.core_set_of(conn)
+    with conn.read_transaction():
+        start, goal, todo = _todo(conn, core, to)
+    applied: list[migrations.Migration] = []
+    if todo:
+        try:
+            with conn.write_transaction():
+                conn.lock(migrations.SCHEMA_LOCK)
+                applied = migrations.apply_pending_together(
+                    conn, core, target=goal, now_ms=tx.handle.clock()
+                )
+        except errors.CkptdbError as exc:
+            raise errors.MigrationFailedError(
+                f"{exc} Nothing was changed: the migrations ran in one transaction, rolled "
+                f"back. Fix the cause, then run `ckptdb migrate DB up` again.",
+                backup=None,
+                version=start,
+            ) from exc
+    return _finished(tx, core, start, applied, 0, None)
+
+
+def _finished(
+    tx: Unit,
+    core: migrations.MigrationSet,
+    start: int,
+    applied: list[migrations.Migration],
+    moved: int,
+    backup_path: str | None,
+) -> models.MigrationResult:
+    """Record what a migration run did (a receipt when it changed anything), refresh the
+    handle's view of the schema, and describe it."""
+    conn = tx.conn
     tx.handle.pending = migrations.check_history(conn, core)
     end = migrations.user_version(conn)
     receipt_id = None
@@ -161,10 +221,11 @@ def up(
             },
         )
     if not tx.handle.pending:
-        size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-        tx.handle.set_layout(size, settings.chunker(conn, size))
+        with conn.read_transaction():
+            size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
+            tx.handle.set_layout(size, settings.chunker(conn, size))
     return models.MigrationResult(
-        path=path,
+        path=tx.handle.path,
         from_version=start,
         to_version=end,
         applied=[info(m, with_sql=False) for m in applied],

@@ -312,13 +312,9 @@ def open_postgresql(
                         chunk_size or limits.DEFAULT_CHUNK_BYTES,
                         fixed=chunk_size is not None,
                     )
-                for migration in migrations.check_history(conn, core):
-                    migrations.apply_one(
-                        conn,
-                        core,
-                        migration,
-                        rolled_back_to=migration.version - 1,
-                        now_ms=clock(),
+                else:
+                    migrations.apply_pending_together(
+                        conn, core, target=core.latest, now_ms=clock()
                     )
             pending = []
         if not pending:

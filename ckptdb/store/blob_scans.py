@@ -16,6 +16,7 @@ from typing import Any
 
 from ..connection import Connection
 from ..connection.engine import EngineConnection
+from . import dialect
 from .crypto import PLAINTEXT, Scope
 from .encoding import decoded
 
@@ -112,13 +113,13 @@ def held_orphan_chunks(
 
 
 def delete_staged_chunks(
-    conn: Connection, chunk_ids: Sequence[int], staged_at_ms: int
+    conn: EngineConnection, chunk_ids: Sequence[int], staged_at_ms: int
 ) -> tuple[int, int]:
     """Delete those of ``chunk_ids`` -- chunks one commit inserted while staging, at
     ``staged_at_ms`` -- that no blob references and nothing touched since (a dedup hit of
     another commit's staging moves the time). Returns (count, bytes)."""
     rows = conn.execute(
-        "DELETE FROM chunk WHERE chunk_id IN (SELECT value FROM json_each(?))"
+        f"DELETE FROM chunk WHERE chunk_id IN {dialect.int_list(conn)}"
         " AND last_touched_ms = ?"
         " AND NOT EXISTS (SELECT 1 FROM blob_chunk bc WHERE bc.chunk_id = chunk.chunk_id)"
         " RETURNING size",

@@ -320,6 +320,19 @@ def create_schema(conn: EngineConnection, mset: MigrationSet, now_ms: int) -> bo
     return True
 
 
+def apply_pending_together(
+    conn: EngineConnection, mset: MigrationSet, *, target: int, now_ms: int
+) -> list[Migration]:
+    """Apply every pending migration of ``mset`` up to ``target`` inside the caller's one
+    write transaction, which holds :data:`SCHEMA_LOCK` (PostgreSQL's DDL is transactional:
+    a failure rolls all of them back, leaving the version the transaction began at)."""
+    pending = [m for m in check_history(conn, mset) if m.version <= target]
+    start = pending[0].version - 1 if pending else 0
+    for migration in pending:
+        apply_one(conn, mset, migration, rolled_back_to=start, now_ms=now_ms)
+    return pending
+
+
 def apply_one(
     conn: EngineConnection,
     mset: MigrationSet,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
@@ -30,6 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ... import errors
+from ..busy import LockWaits
 from .placeholders import bind
 from .session import SESSION_MARK, PgIntegrationSession
 from .translate import DRIVER_ERRORS, lost, translate
@@ -97,6 +99,9 @@ class PgConnection:
         self._pending: list[tuple[str, Callable[[list[Row]], None] | None]] = []
         self._rowcount = -1
         self._cursor_names = itertools.count()
+        #: how often and how long this connection waited for an advisory lock (ckptdb's
+        #: own: a namespace, a quota's prefix, the schema) another transaction held
+        self.lock_waits = LockWaits(None)
         #: called right after each write transaction began (the handle drops its caches
         #: of rows other writers may change there: this engine has no data version)
         self.on_write_begin: Callable[[], None] | None = None
@@ -352,8 +357,17 @@ class PgConnection:
             raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
         # The key inline (an integer): a statement without parameters goes in one round
         # trip with a BEGIN not sent yet -- a write transaction's first statement is often
-        # this lock.
-        self.execute(f"SELECT pg_advisory_xact_lock({lock_key(name)})")
+        # this lock. Tried first without waiting, so that a wait is known (and counted in
+        # ``lock_waits``) at no cost when the lock is free.
+        key = lock_key(name)
+        if self.scalar(f"SELECT pg_try_advisory_xact_lock({key})"):
+            return
+        started = time.monotonic()
+        self.lock_waits.waits += 1
+        try:
+            self.execute(f"SELECT pg_advisory_xact_lock({key})")
+        finally:
+            self.lock_waits.seconds += time.monotonic() - started
 
     def try_lock(self, name: str) -> bool:
         """:meth:`lock` without waiting: False when another transaction holds ``name``."""

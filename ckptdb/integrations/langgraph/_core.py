@@ -52,7 +52,7 @@ Encryption = str | Callable[[RunnableConfig], "str | None"] | None
 
 
 #: Whether the integration's tables exist, per engine (a read-only open does not create them).
-_HAS_TABLES = {
+HAS_TABLES_SQL = {
     "sqlite": "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'",
     "postgresql": "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname ="
     " current_schema() AND tablename = 'lg_checkpoint'",
@@ -146,7 +146,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             return
         with self.db.read_session() as s:
             self._dialect = s.dialect
-            found = s.scalar(_HAS_TABLES[s.dialect])
+            found = s.scalar(HAS_TABLES_SQL[s.dialect])
             version = sealing.set_version(s) if found else 0
             if version >= sealing.SEALED_VERSION:
                 self._unsealed_ok = sealing.unsealed_pending(s)

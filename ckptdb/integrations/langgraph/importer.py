@@ -43,6 +43,7 @@ from ...database import Database
 from ...models import ImportedItem, ImportReport, SkippedItem, from_ms
 from ...types import Progress
 from . import _layout, sealing
+from ._core import HAS_TABLES_SQL
 from .errors import NotLangGraphSqliteError
 from .saver import CkptdbSaver
 
@@ -388,9 +389,7 @@ def _target_saver(db: Database, dry_run: bool) -> CkptdbSaver | None:
     if not dry_run:
         return CkptdbSaver(db)
     with db.read_session() as s:
-        has_tables = s.scalar(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lg_checkpoint'"
-        )
+        has_tables = s.scalar(HAS_TABLES_SQL[s.dialect])
     return CkptdbSaver(db) if has_tables and not db.readonly else None
 
 
