@@ -168,8 +168,9 @@ def test_the_guard_refuses_every_core_write_and_the_transaction_rolls_back(
 def test_the_guard_holds_for_a_transactions_first_statement(
     ext_db: ckptdb.Database, pg_url: str, sql: str
 ) -> None:
-    """The first statement of a transaction may travel with its BEGIN in one round trip;
-    never a session's, whose text the guard reads."""
+    """The first statement of a transaction travels with its BEGIN in one round trip:
+    batched into one simple-protocol message, which the guard would read as one text --
+    never a session's statement -- or pipelined, each statement keeping its own text."""
     before = _core_state(pg_url)
     with pytest.raises(errors.IntegrationWriteRefusedError), ext_db.write_session() as s:
         s.execute(sql)

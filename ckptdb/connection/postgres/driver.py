@@ -189,15 +189,16 @@ class PgConnection:
         text, values = bind(sql, params)
         try:
             with self._lock:
-                if self._pending and not values and not sql.startswith(SESSION_MARK):
+                if not self._pending:
+                    cursor = self._raw.execute(text, values)
+                elif not values and not sql.startswith(SESSION_MARK):
                     # One round trip for all (the simple protocol takes several statements;
                     # without parameters the text is the caller's, its % signs single). Never
                     # a session's statement: the guard reads the text the client sent, which
                     # must start with the session's mark (migration 5).
                     cursor = self._send_pending(sql)
                 else:
-                    self._send_pending()
-                    cursor = self._raw.execute(text, values)
+                    cursor = self._send_pending_piped(text, values)
                 self._rowcount = cursor.rowcount
                 return cursor.fetchall() if cursor.description is not None else []
         except DRIVER_ERRORS as exc:
@@ -438,6 +439,20 @@ class PgConnection:
                 deliver(cursor.fetchall())
         if then is not None:
             cursor.nextset()
+        return cursor
+
+    def _send_pending_piped(self, text: Any, values: Any) -> Any:
+        """Send the BEGIN not sent yet, the queries to run after it and the statement
+        ``text`` with its parameters in one pipeline (one round trip: the extended protocol
+        keeps each statement's own text, so a session's statement is still the text the
+        guard reads); deliver the queries' rows; return the cursor on the statement."""
+        pending, self._pending = self._pending, []
+        with self._raw.pipeline():
+            sent = [(self._raw.execute(sql.encode(), prepare=False), then) for sql, then in pending]
+            cursor = self._raw.execute(text, values)
+        for query, deliver in sent:
+            if deliver is not None:
+                deliver(query.fetchall())
         return cursor
 
     def _rollback_quietly(self) -> None:
