@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +330,32 @@ def _first_column(url: str, table: str) -> str:
         )
     finally:
         conn.close()
+
+
+def test_a_set_is_checked_against_the_history_the_open_read_and_read_again_when_pending(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """An open keeps every set's history (one read); a set complete there is not read
+    again, and one it shows pending -- applied meanwhile by another machine, or newer in
+    this code -- goes through the apply, which reads the history under the schema lock."""
+    folder = _own_migrations(tmp_path)
+    with ckptdb.open(pg_url) as first:
+        with ckptdb.open(pg_url) as other:  # another machine applies the set meanwhile
+            assert other.apply_migration_set("ext", folder) == [1]
+        assert first.apply_migration_set("ext", folder) == []  # pending at open: re-read
+        (folder / "postgresql" / "0002_more.sql").write_text("ALTER TABLE ext_map ADD n INT;")
+        (folder / "0002_more.sql").write_text("ALTER TABLE ext_map ADD n INT;")
+        assert first.apply_migration_set("ext", folder) == [2]
+    with ckptdb.open(pg_url) as again:
+        assert again.apply_migration_set("ext", folder) == []  # complete at open
+        edited = tmp_path / "edited"
+        shutil.copytree(folder, edited)
+        (edited / "postgresql" / "0002_more.sql").write_text("ALTER TABLE ext_map ADD m INT;")
+        with pytest.raises(errors.MigrationChecksumError):
+            again.apply_migration_set("ext", edited)
+        with again.read_session() as s:
+            assert s.scalar("SELECT count(*) FROM ext_map WHERE n IS NULL") == 0
+    (folder / "postgresql" / "0003_last.sql").write_text("ALTER TABLE ext_map ADD o INT;")
+    (folder / "0003_last.sql").write_text("ALTER TABLE ext_map ADD o INT;")
+    with ckptdb.open(pg_url) as newer_code:  # the open's history shows version 3 pending
+        assert newer_code.apply_migration_set("ext", folder) == [3]

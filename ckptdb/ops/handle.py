@@ -27,7 +27,7 @@ from ..connection import Connection
 from ..connection.engine import EngineConnection
 from ..store import Store, quotas, schema, scopes
 from ..store.chunking import Chunker
-from ..store.migrations import Migration
+from ..store.migrations import AppliedMigration, Migration
 from ..store.rows import CheckpointRow, EntryRow, PointerRow
 from ..store.scopes import Keyring
 from .unit import Clock, system_clock
@@ -83,6 +83,10 @@ class Handle:
         #: how the file's schema differs from ckptdb's (only a read-only handle opens such
         #: a file, for inspection)
         self.schema_problems: list[str] = []
+        #: every migration set's applied migrations as the open read them (None: not
+        #: kept, or changed since): an integration's set found complete there needs no
+        #: second read (see ``ops/migrate.apply_set``)
+        self.history_at_open: dict[str, list[AppliedMigration]] | None = None
         self._watch_writes()
         self._read_scopes()
 

@@ -9,7 +9,7 @@ import time
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .. import errors, files, limits, models
+from .. import errors, files, models
 from ..connection import Connection
 from ..connection.engine import EngineConnection
 from ..store import entry_move, migrations, settings
@@ -222,8 +222,7 @@ def _finished(
         )
     if not tx.handle.pending:
         with conn.read_transaction():
-            size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-            tx.handle.set_layout(size, settings.chunker(conn, size))
+            tx.handle.set_layout(*settings.layout(conn, tx.handle.path))
     return models.MigrationResult(
         path=tx.handle.path,
         from_version=start,
@@ -281,6 +280,14 @@ def apply_set(tx: Unit, name: str, directory: Traversable | str) -> list[int]:
                 "an SQLite database for this integration."
             )
     mset = migrations.load_set(name, folder)
+    known = tx.handle.history_at_open
+    if (
+        known is not None
+        and name in known
+        and not migrations.check_history(conn, mset, rows=known[name])
+    ):
+        return []
+    tx.handle.history_at_open = None  # the history changes, or was not complete
     return [m.version for m in apply_pending(conn, mset, tx.handle.clock)]
 
 

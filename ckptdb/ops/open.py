@@ -293,9 +293,10 @@ def open_postgresql(
         core = migrations.postgresql_core_set()
         layout: tuple[int, Chunker | None] | None = None
         with conn.read_transaction():
-            pending = migrations.check_history(conn, core)
+            history = migrations.applied_by_set(conn)
+            pending = migrations.check_history(conn, core, rows=history.get(core.name, []))
             if not pending:  # the usual open: the layout in the same snapshot
-                layout = _layout(conn)
+                layout = settings.layout(conn, conn.path)
         fresh = bool(pending) and pending[0].version == 1
         if fresh and (readonly or not create):
             raise errors.DatabaseFileError(
@@ -320,14 +321,14 @@ def open_postgresql(
         if not pending:
             if layout is None:
                 with conn.read_transaction():
-                    layout = _layout(conn)
+                    layout = settings.layout(conn, conn.path)
             effective_chunk, chunker = layout
         else:
             effective_chunk, chunker = limits.DEFAULT_CHUNK_BYTES, None
     except BaseException:
         conn.abandon()
         raise
-    return Handle(
+    handle = Handle(
         conn,
         path=conn.path,
         chunk_size=effective_chunk,
@@ -337,14 +338,11 @@ def open_postgresql(
         keyring=Keyring(keys),
         clock=clock,
     )
-
-
-def _layout(conn: EngineConnection) -> tuple[int, Chunker | None]:
-    """The database's chunk size and chunker, after checking it needs no feature this
-    ckptdb lacks (inside the caller's read transaction)."""
-    settings.require_features(conn, conn.path)
-    size = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-    return size, settings.chunker(conn, size)
+    # Each statement is a round trip to the server: an integration's set found complete
+    # in this history is not read again (a set applied meanwhile is found by the re-read
+    # its apply does when this history says it is pending).
+    handle.history_at_open = None if pending else history
+    return handle
 
 
 def new_file(path: str, *, chunk_size: int, page_size: int, vfs: str | None) -> Handle:
@@ -393,9 +391,7 @@ def open_virtual(
             )
         with conn.read_transaction():
             problems = schema.mismatches(conn)
-        settings.require_features(conn, name)
-        chunk = settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-        chunker = settings.chunker(conn, chunk)
+        chunk, chunker = settings.layout(conn, name)
     except BaseException:
         conn.abandon()
         raise

@@ -205,6 +205,21 @@ def applied(conn: EngineConnection, migration_set: str) -> list[AppliedMigration
     return [typed(AppliedMigration, row, _APPLIED_TYPES, "migration record") for row in rows]
 
 
+def applied_by_set(conn: EngineConnection) -> dict[str, list[AppliedMigration]]:
+    """Every set's applied migrations, oldest first, in one read (empty before the core's
+    first): what an open checks the core against and keeps for the integrations' sets."""
+    if not _has_history(conn):
+        return {}
+    out: dict[str, list[AppliedMigration]] = {}
+    for row in conn.execute(
+        "SELECT migration_set, version, name, checksum, applied_at_ms, ckptdb_version"
+        " FROM ckptdb_migration ORDER BY migration_set, version"
+    ):
+        record = typed(AppliedMigration, row, _APPLIED_TYPES, "migration record")
+        out.setdefault(record.migration_set, []).append(record)
+    return out
+
+
 def refuse_too_new(conn: EngineConnection, mset: MigrationSet) -> None:
     """Raise SchemaTooNewError when the file is newer than this code (reads only the header
     for the core set, so a future schema is never touched)."""
@@ -247,8 +262,12 @@ def _writer_of(conn: EngineConnection, migration_set: str, version: int) -> str 
     return found if isinstance(found, str) and found else None
 
 
-def check_history(conn: EngineConnection, mset: MigrationSet) -> list[Migration]:
+def check_history(
+    conn: EngineConnection, mset: MigrationSet, *, rows: list[AppliedMigration] | None = None
+) -> list[Migration]:
     """Validate what was applied against what ships; return the pending migrations.
+    ``rows``: the set's applied migrations read already (:func:`applied_by_set`; not for
+    SQLite's core set, whose version the file header holds).
 
     Refuses (without writing) a file newer than the code, an applied migration whose
     checksum differs from the shipped file, and a history with gaps or unknown entries.
@@ -258,7 +277,8 @@ def check_history(conn: EngineConnection, mset: MigrationSet) -> list[Migration]
     header = mset.name == CORE and isinstance(conn, Connection)
     if header:
         refuse_too_new(conn, mset)
-    rows = applied(conn, mset.name)
+    if rows is None:
+        rows = applied(conn, mset.name)
     if not header:
         refuse_version(conn, mset, rows[-1].version if rows else 0)
     for expected, row in enumerate(rows, start=1):

@@ -16,26 +16,49 @@ from .rows import check_types
 KNOWN_FEATURES = frozenset({"cdc", "zstd"})
 
 
+def layout(conn: EngineConnection, path: str) -> tuple[int, Chunker]:
+    """The file's chunk size and chunker, after checking it needs no feature this ckptdb
+    lacks: the three settings in one read (each is a round trip on a server)."""
+    rows = conn.execute(
+        "SELECT key, value FROM setting WHERE key IN ('chunk_size', 'chunking', 'features')"
+    )
+    stored = {str(r[0]): r[1] for r in rows}
+    require_features(conn, path, stored=stored)
+    size = chunk_size(conn, stored=stored)
+    return size, chunker(conn, size, stored=stored)
+
+
 def chunk_size(
     conn: EngineConnection,
     lowest: int = limits.MIN_CHUNK_BYTES,
     highest: int = limits.MAX_CHUNK_BYTES,
+    *,
+    stored: dict[str, object] | None = None,
 ) -> int:
     """The chunk size fixed when the file was created (setting ``chunk_size``): read back
-    within the same bounds that ``ckptdb.open(chunk_size=...)`` accepts."""
-    stored = conn.scalar("SELECT value FROM setting WHERE key = 'chunk_size'")
-    if not (isinstance(stored, str) and stored.isascii() and stored.isdigit()):
+    within the same bounds that ``ckptdb.open(chunk_size=...)`` accepts. ``stored``: the
+    settings read already (:func:`layout`)."""
+    value = _raw(conn, "chunk_size", stored)
+    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
         size = None
     else:
-        size = int(stored)
+        size = int(value)
     if size is None or not lowest <= size <= highest:
         raise errors.CorruptionError(
-            f"the stored chunk_size setting ({stored!r}) is missing or not a whole number "
+            f"the stored chunk_size setting ({value!r}) is missing or not a whole number "
             f"between {lowest} and {highest}; the file is damaged. Restore it from a backup "
             "or export.",
             reason="bad_setting",
         )
     return size
+
+
+def _raw(conn: EngineConnection, key: str, stored: dict[str, object] | None) -> object:
+    """The stored value of setting ``key`` (None when absent), from ``stored`` when the
+    caller read the settings already."""
+    if stored is not None:
+        return stored.get(key)
+    return conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
 
 
 def has_chunk_size(conn: EngineConnection) -> bool:
@@ -60,8 +83,8 @@ def init_new_file(conn: EngineConnection, size: int, *, fixed: bool) -> None:
         )
 
 
-def _text(conn: EngineConnection, key: str) -> str | None:
-    value = conn.scalar("SELECT value FROM setting WHERE key = ?", (key,))
+def _text(conn: EngineConnection, key: str, stored: dict[str, object] | None = None) -> str | None:
+    value = _raw(conn, key, stored)
     if value is not None and not isinstance(value, str):
         raise errors.CorruptionError(
             f"the stored {key} setting is not text; the file is damaged. Restore it from a "
@@ -71,13 +94,15 @@ def _text(conn: EngineConnection, key: str) -> str | None:
     return value
 
 
-def chunker(conn: EngineConnection, chunk_size: int) -> Chunker:
+def chunker(
+    conn: EngineConnection, chunk_size: int, *, stored: dict[str, object] | None = None
+) -> Chunker:
     """How this file cuts blobs: its ``chunking`` setting, or fixed-size cutting at the
     file's chunk size for a file from before storage format 2."""
-    stored = _text(conn, "chunking")
-    if stored is None:
+    text = _text(conn, "chunking", stored)
+    if text is None:
         return FixedChunker(chunk_size)
-    settings = validation.stored_json(stored, "chunking setting", "bad_setting")
+    settings = validation.stored_json(text, "chunking setting", "bad_setting")
     try:
         return chunker_from_settings(settings)
     except (ValueError, InvalidChunkParamsError) as exc:
@@ -88,12 +113,14 @@ def chunker(conn: EngineConnection, chunk_size: int) -> Chunker:
         ) from exc
 
 
-def require_features(conn: EngineConnection, path: str) -> None:
+def require_features(
+    conn: EngineConnection, path: str, *, stored: dict[str, object] | None = None
+) -> None:
     """UnsupportedFeatureError when the file uses a storage feature this ckptdb lacks."""
-    stored = _text(conn, "features")
-    if stored is None:
+    text = _text(conn, "features", stored)
+    if text is None:
         return
-    used = validation.stored_json(stored, "features setting", "bad_setting")
+    used = validation.stored_json(text, "features setting", "bad_setting")
     try:
         if not isinstance(used, list) or not all(isinstance(f, str) for f in used):
             raise ValueError("not a list of names")
