@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.8.5"
+__version__ = "0.8.6"
 
 from . import errors
 from .database import Database, open

@@ -681,7 +681,12 @@ class Database:
         (``backup=True``: beside the file, named with the version; a path: there; False: no
         backup) and verified. A migration that fails leaves the file at the last completed
         version and the error says how to restore the backup. Waits up to the busy timeout
-        for another writer, then refuses with BusyTimeoutError."""
+        for another writer, then refuses with BusyTimeoutError.
+
+        On PostgreSQL every pending migration runs in one transaction under the schema's
+        lock (a failure leaves the version the run began at; machines migrating at once
+        apply each once): no backup file is written, and a ``backup`` path is refused with
+        EngineUnsupportedError (a copy of a server's database is ``pg_dump``'s)."""
         return migrate_op.up(self._handle, to=to, backup=backup)
 
     # -- extension points for integrations ----------------------------------------------

@@ -62,7 +62,10 @@ def migrate_up(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    """Back up (verified), then apply pending migrations, each in its own transaction."""
+    """Back up (verified), then apply pending migrations, each in its own transaction.
+
+    With a PostgreSQL URL as DB: every pending migration in one transaction, no backup file
+    (--backup is refused; copy the database with pg_dump)."""
     backup = parse_backup(backup_path, no_backup)
     with open_database(db, migration=True, busy_timeout=timeout) as handle:
         result = handle.migrate(to=to, backup=backup)
