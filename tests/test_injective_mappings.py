@@ -171,11 +171,12 @@ def test_threads_whose_ids_hold_nul_keep_their_own_checkpoints(tmp_path: Path) -
 
 
 def test_a_commit_never_lands_in_a_namespace_registered_to_another_thread(
-    tmp_path: Path,
+    location: str,
 ) -> None:
     """The saver's registry is the check of last resort: a namespace registered to one pair
-    (here, by an altered row) refuses another pair's commit, and nothing is written."""
-    with CkptdbSaver(tmp_path / "owner.ckpt") as saver:
+    (here, by an altered row) refuses another pair's commit, and nothing is written -- on
+    both engines (PostgreSQL registers and checks in one statement)."""
+    with CkptdbSaver(location) as saver:
         _put(saver, cfg("a"), "a")
         with saver.db.write_session() as s:
             s.execute(

@@ -22,8 +22,8 @@ UNSET_REFRESH_MS = 60_000
 
 
 #: The upsert of a thread's activity, per engine (SQLite's two-argument max() is
-#: PostgreSQL's greatest()).
-_TOUCH = {
+#: PostgreSQL's greatest()); the saver's put folds PostgreSQL's into its own statement.
+TOUCH = {
     dialect: "INSERT INTO lg_thread (thread_id, touched_at_ms) VALUES (?, ?) ON CONFLICT"
     f" (thread_id) DO UPDATE SET touched_at_ms = {larger}(lg_thread.touched_at_ms,"
     " excluded.touched_at_ms)"
@@ -34,7 +34,7 @@ _TOUCH = {
 def touch(session: Session, thread_id: str, at_ms: int) -> None:
     """Record activity of the thread at ``at_ms`` (never moving its time back: another
     process's clock may be a little behind this one's)."""
-    session.execute(_TOUCH[session.dialect], (thread_id, at_ms))
+    session.execute(TOUCH[session.dialect], (thread_id, at_ms))
 
 
 def forget(session: Session, thread_id: str, *, idle_before_ms: int | None = None) -> bool:

@@ -50,6 +50,12 @@ def check_owner(session: Session, namespace: str, thread_id: str, ns: str) -> No
     owners = session.execute(
         "SELECT thread_id, checkpoint_ns FROM lg_namespace WHERE namespace = ?", (namespace,)
     )
+    _refuse_other_owners(owners, namespace, thread_id, ns)
+
+
+def _refuse_other_owners(owners: list[Any], namespace: str, thread_id: str, ns: str) -> None:
+    """:func:`check_owner`'s verdict on the pairs ``lg_namespace`` registers
+    ``namespace`` to."""
     if [tuple(o) for o in owners] != [(thread_id, ns)]:
         raise errors.CorruptionError(
             f"ckptdb namespace {namespace[:80]!r} is registered to another LangGraph thread "
@@ -63,7 +69,19 @@ def check_owner(session: Session, namespace: str, thread_id: str, ns: str) -> No
 
 def register(session: Session, namespace: str, thread_id: str, ns: str) -> None:
     """Register ``namespace`` to the pair (if it is not yet) and check that it is theirs
-    alone (:func:`check_owner`), in the caller's write transaction."""
+    alone (:func:`check_owner`), in the caller's write transaction. On PostgreSQL both in
+    one statement (each is a round trip there): the rows inserted, and those there before
+    it (the statement's snapshot does not see its own insert)."""
+    if session.dialect == "postgresql":
+        owners = session.execute(
+            "WITH added AS (INSERT INTO lg_namespace (namespace, thread_id, checkpoint_ns)"
+            " VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING thread_id, checkpoint_ns)"
+            " SELECT thread_id, checkpoint_ns FROM added UNION ALL"
+            " SELECT thread_id, checkpoint_ns FROM lg_namespace WHERE namespace = ?",
+            (namespace, thread_id, ns, namespace),
+        )
+        _refuse_other_owners(owners, namespace, thread_id, ns)
+        return
     session.execute(
         "INSERT INTO lg_namespace (namespace, thread_id, checkpoint_ns) VALUES (?, ?, ?)"
         " ON CONFLICT DO NOTHING",
