@@ -358,17 +358,24 @@ class PgConnection:
             raise errors.CkptdbError("internal: an advisory lock needs an open transaction")
         # The key inline (an integer): a statement without parameters goes in one round
         # trip with a BEGIN not sent yet -- a write transaction's first statement is often
-        # this lock. Tried first without waiting, so that a wait is known (and counted in
-        # ``lock_waits``) at no cost when the lock is free.
+        # this lock. The statement tries it without waiting first and says whether it
+        # then had to wait (counted in ``lock_waits``), in the same round trip: a second
+        # one for a busy lock cost a contended fleet 15 % of its commits.
         key = lock_key(name)
-        if self.scalar(f"SELECT pg_try_advisory_xact_lock({key})"):
-            return
         started = time.monotonic()
-        self.lock_waits.waits += 1
+        waited = 0
         try:
-            self.execute(f"SELECT pg_advisory_xact_lock({key})")
+            waited = self.scalar(
+                f"SELECT CASE WHEN pg_try_advisory_xact_lock({key}) THEN 0 ELSE (SELECT 1"
+                f" FROM (SELECT pg_advisory_xact_lock({key})) AS waited) END"
+            )
+        except errors.BusyTimeoutError:  # gave up waiting (lock timeout, deadlock)
+            waited = 1
+            raise
         finally:
-            self.lock_waits.seconds += time.monotonic() - started
+            if waited:
+                self.lock_waits.waits += 1
+                self.lock_waits.seconds += time.monotonic() - started
 
     def try_lock(self, name: str) -> bool:
         """:meth:`lock` without waiting: False when another transaction holds ``name``."""
