@@ -345,7 +345,10 @@ def _evict(
     for seq, ns_id, total_size in oldest:
         if left.over(rule) is None:
             break
-        if seq not in keep and held.take(ns_id, names[ns_id]):
+        # (A namespace not in ``scope`` appeared after it was read -- PostgreSQL, a quota
+        # set meanwhile: its retention was not asked, so it is not a candidate.)
+        name = names.get(ns_id)
+        if seq not in keep and name is not None and held.take(ns_id, name):
             chosen.append(seq)
             left = left.minus(total_size)
     if left.over(rule) is not None and held.busy:
