@@ -335,12 +335,19 @@ def test_ctrl_c_interrupts_a_runaway_query_cleanly(
 ) -> None:
     _, path = qdb
     before = file_digest(path)
-    proc = subprocess.Popen(
-        [SCRIPT, "sql", str(path), RUNAWAY[0], "--timeout", "0", *fmt],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # A suite started in the background (`cmd &`) runs with SIGINT ignored, which a child
+    # inherits and keeps; one this process handles starts with the default, as under a
+    # terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [SCRIPT, "sql", str(path), RUNAWAY[0], "--timeout", "0", *fmt],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # Long enough for the interpreter to import ckptdb and start the query even on a
     # loaded 2-core machine (~1 s of imports there); the query itself never ends.
     time.sleep(3.0)
