@@ -234,14 +234,12 @@ def open_handle(
             _finish_interrupted_creation(
                 conn, chunk_size, write=not readonly and migrate_mode != "check"
             )
-        if not (fresh and pending):  # a new file left unmigrated (migrate="check") has no tables
+        effective_chunk: int = limits.DEFAULT_CHUNK_BYTES
+        chunker: Chunker | None = None
+        if not pending:
+            effective_chunk, chunker = settings.layout(conn, path)
+        elif not fresh:  # a new file left unmigrated (migrate="check") has no tables
             settings.require_features(conn, path)
-        effective_chunk = (
-            limits.DEFAULT_CHUNK_BYTES
-            if pending
-            else settings.chunk_size(conn, limits.MIN_CHUNK_BYTES, limits.MAX_CHUNK_BYTES)
-        )
-        chunker = None if pending else settings.chunker(conn, effective_chunk)
     except BaseException:
         conn.abandon()
         raise
